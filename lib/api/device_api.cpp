@@ -1,0 +1,109 @@
+// Initialization, devices and their attributes.
+#include "api/guard.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace hipxx::api {
+namespace {
+
+constexpr int kRuntimeVersion = 60'300'000;  // reports HIP 6.3 as AMD encodes it: major*1e7 + minor*1e5
+
+int clamp_to_int(std::uint64_t value) noexcept {
+  return static_cast<int>(std::min<std::uint64_t>(value, std::numeric_limits<int>::max()));
+}
+
+hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttribute_t attribute, int* value) {
+  switch (attribute) {
+    case hipDeviceAttributeVirtualMemoryManagementSupported: *value = device.virtual_memory ? 1 : 0; break;
+    case hipDeviceAttributeMemoryPoolSupportedHandleTypes:
+      *value = device.posix_fd_export ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
+      break;
+    // Stream-ordered pools and managed memory are not in this runtime yet, and it says so.
+    case hipDeviceAttributeMemoryPoolsSupported: *value = 0; break;
+    case hipDeviceAttributeManagedMemory: *value = 0; break;
+    case hipDeviceAttributeConcurrentManagedAccess: *value = 0; break;
+    case hipDeviceAttributeUnifiedAddressing: *value = 1; break;
+    case hipDeviceAttributeIntegrated: *value = device.integrated ? 1 : 0; break;
+    case hipDeviceAttributeMultiprocessorCount: *value = device.multiprocessor_count; break;
+    case hipDeviceAttributeTotalGlobalMem: *value = clamp_to_int(device.total_memory); break;
+    default: return hipErrorInvalidValue;
+  }
+  return hipSuccess;
+}
+
+}  // namespace
+}  // namespace hipxx::api
+
+using hipxx::api::guarded;
+using hipxx::core::Runtime;
+
+extern "C" {
+
+hipError_t hipInit(unsigned int flags) {
+  return guarded([&](Runtime&) { return flags == 0 ? hipSuccess : hipErrorInvalidValue; });
+}
+
+hipError_t hipGetDeviceCount(int* count) {
+  if (count == nullptr) {
+    hipxx::api::remember_error(hipErrorInvalidValue);
+    return hipErrorInvalidValue;
+  }
+  *count = 0;
+  return guarded([&](Runtime& runtime) {
+    *count = runtime.device_count();
+    return hipSuccess;
+  });
+}
+
+hipError_t hipSetDevice(int device) {
+  return guarded([&](Runtime& runtime) { return runtime.set_current_device(device); });
+}
+
+hipError_t hipGetDevice(int* device) {
+  return guarded([&](Runtime&) {
+    if (device == nullptr) return hipErrorInvalidValue;
+    *device = Runtime::current_device();
+    return hipSuccess;
+  });
+}
+
+hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attribute, int device) {
+  return guarded([&](Runtime& runtime) {
+    if (value == nullptr) return hipErrorInvalidValue;
+    if (!runtime.valid_device(device)) return hipErrorInvalidDevice;
+    return hipxx::api::attribute_of(runtime.backend().device(device), attribute, value);
+  });
+}
+
+hipError_t hipDeviceSynchronize(void) {
+  return guarded([](Runtime& runtime) { return runtime.synchronize(); });
+}
+
+hipError_t hipDriverGetVersion(int* version) {
+  return guarded([&](Runtime&) {
+    if (version == nullptr) return hipErrorInvalidValue;
+    *version = hipxx::api::kRuntimeVersion;
+    return hipSuccess;
+  });
+}
+
+hipError_t hipRuntimeGetVersion(int* version) {
+  return guarded([&](Runtime&) {
+    if (version == nullptr) return hipErrorInvalidValue;
+    *version = hipxx::api::kRuntimeVersion;
+    return hipSuccess;
+  });
+}
+
+hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
+  return guarded([&](Runtime& runtime) {
+    if (can_access == nullptr) return hipErrorInvalidValue;
+    if (!runtime.valid_device(device) || !runtime.valid_device(peer)) return hipErrorInvalidDevice;
+    // Every host device is one address space; a device is not its own peer.
+    *can_access = device != peer ? 1 : 0;
+    return hipSuccess;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,29 @@
+// What every entry point does around its work: make sure a backend runs, turn exceptions into
+// error codes (nothing may unwind through the C ABI), and remember failures for hipGetLastError.
+#pragma once
+
+#include "core/runtime.hpp"
+
+#include <new>
+
+namespace hipxx::api {
+
+void remember_error(hipError_t error) noexcept;
+
+template <class Work>
+hipError_t guarded(Work&& work) noexcept {
+  hipError_t result = hipSuccess;
+  try {
+    core::Runtime& runtime = core::Runtime::instance();
+    result = runtime.status();
+    if (result == hipSuccess) result = work(runtime);
+  } catch (const std::bad_alloc&) {
+    result = hipErrorOutOfMemory;
+  } catch (...) {
+    result = hipErrorUnknown;
+  }
+  if (result != hipSuccess) remember_error(result);
+  return result;
+}
+
+}  // namespace hipxx::api

@@ -1,0 +1,87 @@
+// The one interface between the books (lib/core) and the machinery that really reserves, backs and
+// maps memory. Each call is the narrowest operation all three backends (host, ROCr, CUDA) can do
+// exactly: one whole mapping per map/unmap/set_access call, one whole physical allocation per map,
+// and a complete access list per set_access (ROCr replaces the permissions of every agent). The
+// books check HIP's looser rules first, so a backend never sees a call it must half-apply.
+#pragma once
+
+#include <hipxx/hip_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace hipxx::backend {
+
+// Backend-defined identity of a physical allocation: an fd on the host backend, an
+// hsa_amd_vmem_alloc_handle_t on ROCr, a CUmemGenericAllocationHandle on CUDA.
+struct PhysicalHandle {
+  std::uint64_t value = 0;
+};
+
+struct DeviceProperties {
+  std::string name;
+  std::size_t minimum_granularity = 0;
+  std::size_t recommended_granularity = 0;
+  std::uint64_t total_memory = 0;
+  int multiprocessor_count = 0;
+  bool virtual_memory = false;
+  bool posix_fd_export = false;
+  bool integrated = false;
+};
+
+// What a device may do with one mapping. The books pass one grant per device that has any access.
+struct AccessGrant {
+  int device = 0;
+  hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
+};
+
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  [[nodiscard]] virtual int device_count() const noexcept = 0;
+  [[nodiscard]] virtual const DeviceProperties& device(int ordinal) const = 0;
+
+  // Virtual address space. `alignment` is a power of two no smaller than the minimum granularity;
+  // `hint` is a requested address that may be ignored.
+  [[nodiscard]] virtual hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint,
+                                           void** va) = 0;
+  [[nodiscard]] virtual hipError_t free_reservation(void* va, std::size_t size) = 0;
+
+  // Physical memory.
+  [[nodiscard]] virtual hipError_t create_physical(int device, std::size_t size, bool exportable,
+                                                   PhysicalHandle* out) = 0;
+  [[nodiscard]] virtual hipError_t release_physical(PhysicalHandle handle) = 0;
+  // The caller owns the returned fd.
+  [[nodiscard]] virtual hipError_t export_fd(PhysicalHandle handle, int* fd) = 0;
+  // Does not take ownership of `fd`. Reports the allocation's size, or 0 where the backend cannot know.
+  [[nodiscard]] virtual hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) = 0;
+
+  // One whole physical allocation into part of one reservation; no access until set_access.
+  [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;
+  [[nodiscard]] virtual hipError_t unmap(void* va, std::size_t size) = 0;
+  // Replaces the access of every device to one whole mapping; devices not listed get none.
+  [[nodiscard]] virtual hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) = 0;
+
+  // Data movement between any two addresses the books have validated.
+  [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;
+  [[nodiscard]] virtual hipError_t fill(void* dst, unsigned char value, std::size_t bytes) = 0;
+  [[nodiscard]] virtual hipError_t synchronize(int device) = 0;
+
+  // Plain device allocations (hipMalloc).
+  [[nodiscard]] virtual hipError_t allocate(int device, std::size_t size, void** out) = 0;
+  [[nodiscard]] virtual hipError_t deallocate(void* ptr, std::size_t size) = 0;
+};
+
+// Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.
+[[nodiscard]] std::unique_ptr<Backend> make_host_backend(int device_count);
+
+}  // namespace hipxx::backend

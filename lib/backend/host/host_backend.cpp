@@ -1,0 +1,179 @@
+// The host backend: real Linux objects stand in for GPU memory. A reservation is a PROT_NONE
+// anonymous mapping, physical memory is a memfd, mapping is mmap(MAP_FIXED|MAP_SHARED) of that fd
+// over the reservation, access is mprotect, and a shareable handle is a dup of the memfd that
+// another process can receive over a Unix socket and map for real.
+#include "backend/backend.hpp"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hipxx::backend {
+namespace {
+
+constexpr std::size_t kRecommendedGranularity = std::size_t{2} << 20;  // one transparent huge page
+
+std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+hipError_t from_errno(int error) noexcept {
+  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE) ? hipErrorOutOfMemory
+                                                                                   : hipErrorInvalidValue;
+}
+
+int protection_of(std::span<const AccessGrant> grants) noexcept {
+  // One host process stands for every device, so a page is as open as the most open device.
+  int protection = PROT_NONE;
+  for (const AccessGrant& grant : grants) {
+    if (grant.flags == hipMemAccessFlagsProtReadWrite) protection = PROT_READ | PROT_WRITE;
+    else if (grant.flags == hipMemAccessFlagsProtRead && protection == PROT_NONE) protection = PROT_READ;
+  }
+  return protection;
+}
+
+int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value); }
+
+class HostBackend final : public Backend {
+ public:
+  explicit HostBackend(int count) {
+    struct sysinfo info {};
+    sysinfo(&info);
+    const std::uint64_t total = static_cast<std::uint64_t>(info.totalram) * info.mem_unit;
+    const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+      devices_.push_back(DeviceProperties{
+          .name = "hipxx host device " + std::to_string(ordinal),
+          .minimum_granularity = page_size(),
+          .recommended_granularity = kRecommendedGranularity,
+          .total_memory = total,
+          .multiprocessor_count = cores,
+          .virtual_memory = true,
+          .posix_fd_export = true,
+          .integrated = true,
+      });
+    }
+  }
+
+  std::string_view name() const noexcept override { return "host"; }
+  int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
+  const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
+
+  hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
+    constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (hint != 0 && hint % alignment == 0) {
+      void* at = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
+      if (at != MAP_FAILED) {
+        *va = at;
+        return hipSuccess;
+      }
+    }
+    // Over-reserve by the alignment and trim both ends so the range starts on an aligned address.
+    const std::size_t slack = alignment > page_size() ? alignment : 0;
+    void* raw = mmap(nullptr, size + slack, PROT_NONE, kFlags, -1, 0);
+    if (raw == MAP_FAILED) return from_errno(errno);
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+    if (aligned > start) munmap(raw, aligned - start);
+    const std::uintptr_t tail = start + size + slack - (aligned + size);
+    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+    *va = reinterpret_cast<void*>(aligned);
+    return hipSuccess;
+  }
+
+  hipError_t free_reservation(void* va, std::size_t size) override {
+    return munmap(va, size) == 0 ? hipSuccess : from_errno(errno);
+  }
+
+  hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
+    const int fd = memfd_create("hipxx-physical", MFD_CLOEXEC);
+    if (fd < 0) return from_errno(errno);
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      const int error = errno;
+      close(fd);
+      return from_errno(error);
+    }
+    out->value = static_cast<std::uint64_t>(fd);
+    return hipSuccess;
+  }
+
+  hipError_t release_physical(PhysicalHandle handle) override {
+    return close(fd_of(handle)) == 0 ? hipSuccess : hipErrorInvalidValue;
+  }
+
+  hipError_t export_fd(PhysicalHandle handle, int* fd) override {
+    const int copy = fcntl(fd_of(handle), F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return from_errno(errno);
+    *fd = copy;
+    return hipSuccess;
+  }
+
+  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+    struct stat status {};
+    if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size <= 0 ||
+        static_cast<std::size_t>(status.st_size) % page_size() != 0) {
+      return hipErrorInvalidValue;
+    }
+    const int mode = fcntl(fd, F_GETFL);
+    if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
+    const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return from_errno(errno);
+    out->value = static_cast<std::uint64_t>(copy);
+    *size = static_cast<std::size_t>(status.st_size);
+    return hipSuccess;
+  }
+
+  hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    void* at = mmap(va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd_of(handle), 0);
+    return at == MAP_FAILED ? hipErrorMapFailed : hipSuccess;
+  }
+
+  hipError_t unmap(void* va, std::size_t size) override {
+    // Put the reservation's PROT_NONE placeholder back so the range stays ours.
+    void* at = mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return at == MAP_FAILED ? hipErrorUnmapFailed : hipSuccess;
+  }
+
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) override {
+    return mprotect(va, size, protection_of(grants)) == 0 ? hipSuccess : from_errno(errno);
+  }
+
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    std::memmove(dst, src, bytes);
+    return hipSuccess;
+  }
+
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    std::memset(dst, value, bytes);
+    return hipSuccess;
+  }
+
+  hipError_t synchronize(int /*device*/) override { return hipSuccess; }
+
+  hipError_t allocate(int /*device*/, std::size_t size, void** out) override {
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) return from_errno(errno);
+    *out = at;
+    return hipSuccess;
+  }
+
+  hipError_t deallocate(void* ptr, std::size_t size) override {
+    return munmap(ptr, size) == 0 ? hipSuccess : hipErrorInvalidValue;
+  }
+
+ private:
+  std::vector<DeviceProperties> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_host_backend(int device_count) { return std::make_unique<HostBackend>(device_count); }
+
+}  // namespace hipxx::backend

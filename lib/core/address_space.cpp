@@ -1,0 +1,112 @@
+#include "core/address_space.hpp"
+
+#include <iterator>
+
+namespace hipxx::core {
+
+template <class Map>
+auto* AddressSpace::entry_containing(Map& map, std::uintptr_t address) {
+  using Value = std::remove_reference_t<decltype(map.begin()->second)>;
+  auto after = map.upper_bound(address);
+  if (after == map.begin()) return static_cast<Value*>(nullptr);
+  auto& candidate = std::prev(after)->second;
+  return address < candidate.base + candidate.size ? &candidate : static_cast<Value*>(nullptr);
+}
+
+void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
+  reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}});
+}
+
+void AddressSpace::remove_reservation(std::uintptr_t base) { reservations_.erase(base); }
+
+Reservation* AddressSpace::reservation_at(std::uintptr_t base) {
+  const auto found = reservations_.find(base);
+  return found == reservations_.end() ? nullptr : &found->second;
+}
+
+Reservation* AddressSpace::reservation_holding(std::uintptr_t address, std::size_t bytes) {
+  Reservation* reservation = entry_containing(reservations_, address);
+  return reservation != nullptr && reservation->contains(address, bytes) ? reservation : nullptr;
+}
+
+std::vector<MappingRecord*> AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {
+  std::vector<MappingRecord*> tiles;
+  Reservation* reservation = reservation_holding(address, bytes);
+  if (reservation == nullptr || bytes == 0) return tiles;
+  auto mapping = reservation->mappings.find(address);
+  const std::uintptr_t end = address + bytes;
+  std::uintptr_t cursor = address;
+  while (cursor < end) {
+    if (mapping == reservation->mappings.end() || mapping->first != cursor || mapping->second.end() > end) {
+      return {};
+    }
+    tiles.push_back(&mapping->second);
+    cursor = mapping->second.end();
+    ++mapping;
+  }
+  return tiles;
+}
+
+MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
+  Reservation* reservation = entry_containing(reservations_, address);
+  return reservation == nullptr ? nullptr : entry_containing(reservation->mappings, address);
+}
+
+bool AddressSpace::overlaps_mapping(const Reservation& reservation, std::uintptr_t address,
+                                    std::size_t bytes) const {
+  const auto after = reservation.mappings.lower_bound(address + bytes);
+  if (after == reservation.mappings.begin()) return false;
+  return std::prev(after)->second.end() > address;
+}
+
+void AddressSpace::add_linear(const LinearAllocation& allocation) { linear_.emplace(allocation.base, allocation); }
+
+std::optional<LinearAllocation> AddressSpace::take_linear(std::uintptr_t base) {
+  const auto found = linear_.find(base);
+  if (found == linear_.end()) return std::nullopt;
+  LinearAllocation taken = found->second;
+  linear_.erase(found);
+  return taken;
+}
+
+const LinearAllocation* AddressSpace::linear_containing(std::uintptr_t address) const {
+  auto after = linear_.upper_bound(address);
+  if (after == linear_.begin()) return nullptr;
+  const LinearAllocation& candidate = std::prev(after)->second;
+  return address < candidate.base + candidate.size ? &candidate : nullptr;
+}
+
+bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device,
+                                    hipMemAccessFlags needed) {
+  const std::uintptr_t end = address + bytes;
+  if (end < address) return false;
+  if (const LinearAllocation* linear = linear_containing(address)) return end <= linear->base + linear->size;
+  // A host range must not run into tracked memory either.
+  if (auto next = linear_.lower_bound(address); next != linear_.end() && next->first < end) return false;
+
+  Reservation* reservation = entry_containing(reservations_, address);
+  if (reservation == nullptr) {
+    auto next = reservations_.lower_bound(address);
+    return next == reservations_.end() || next->first >= end;
+  }
+  if (!reservation->contains(address, bytes)) return false;
+  std::uintptr_t cursor = address;
+  while (cursor < end) {
+    const MappingRecord* mapping = entry_containing(reservation->mappings, cursor);
+    if (mapping == nullptr) return false;
+    const hipMemAccessFlags granted = mapping->access.at(static_cast<std::size_t>(device));
+    const bool enough = needed == hipMemAccessFlagsProtRead ? granted != hipMemAccessFlagsProtNone
+                                                            : granted == hipMemAccessFlagsProtReadWrite;
+    if (!enough) return false;
+    cursor = mapping->end();
+  }
+  return true;
+}
+
+std::size_t AddressSpace::mapping_count() const noexcept {
+  std::size_t count = 0;
+  for (const auto& [base, reservation] : reservations_) count += reservation.mappings.size();
+  return count;
+}
+
+}  // namespace hipxx::core

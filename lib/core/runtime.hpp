@@ -1,0 +1,86 @@
+// The process-wide runtime: the chosen backend and the books, behind one reader-writer lock.
+// Every HIP rule is checked here before the first backend call, so a refused call changes nothing.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "core/address_space.hpp"
+#include "core/allocation_table.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+
+namespace hipxx::core {
+
+struct BookCounts {
+  std::size_t reservations = 0;
+  std::size_t mappings = 0;
+  std::size_t allocations = 0;
+  std::size_t linear_allocations = 0;
+};
+
+class Runtime {
+ public:
+  // Chooses the backend from HIPXX_BACKEND on first use.
+  [[nodiscard]] static Runtime& instance();
+
+  explicit Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error = {});
+
+  // hipErrorNoDevice when no backend could be started.
+  [[nodiscard]] hipError_t status() const noexcept;
+  [[nodiscard]] backend::Backend& backend() noexcept { return *backend_; }
+  [[nodiscard]] int device_count() const noexcept { return backend_ ? backend_->device_count() : 0; }
+  [[nodiscard]] bool valid_device(int device) const noexcept { return device >= 0 && device < device_count(); }
+  [[nodiscard]] const std::string& selection_error() const noexcept { return selection_error_; }
+
+  [[nodiscard]] static int current_device() noexcept;
+  [[nodiscard]] hipError_t set_current_device(int device) noexcept;
+
+  // Virtual memory management.
+  [[nodiscard]] hipError_t reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint,
+                                   unsigned long long flags);
+  [[nodiscard]] hipError_t free_reservation(void* ptr, std::size_t size);
+  [[nodiscard]] hipError_t create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
+                                  const hipMemAllocationProp* properties, unsigned long long flags);
+  [[nodiscard]] hipError_t release(hipMemGenericAllocationHandle_t handle);
+  [[nodiscard]] hipError_t map(void* ptr, std::size_t size, std::size_t offset,
+                               hipMemGenericAllocationHandle_t handle, unsigned long long flags);
+  [[nodiscard]] hipError_t unmap(void* ptr, std::size_t size);
+  [[nodiscard]] hipError_t set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors);
+  [[nodiscard]] hipError_t get_access(unsigned long long* flags, const hipMemLocation* location, void* ptr);
+  [[nodiscard]] hipError_t granularity(std::size_t* granularity, const hipMemAllocationProp* properties,
+                                       hipMemAllocationGranularity_flags option) const;
+  [[nodiscard]] hipError_t properties_of(hipMemAllocationProp* properties, hipMemGenericAllocationHandle_t handle);
+  [[nodiscard]] hipError_t export_handle(void* shareable, hipMemGenericAllocationHandle_t handle,
+                                         hipMemAllocationHandleType type, unsigned long long flags);
+  [[nodiscard]] hipError_t import_handle(hipMemGenericAllocationHandle_t* handle, void* os_handle,
+                                         hipMemAllocationHandleType type);
+  [[nodiscard]] hipError_t retain(hipMemGenericAllocationHandle_t* handle, void* address);
+
+  // Plain memory and data movement.
+  [[nodiscard]] hipError_t allocate(void** ptr, std::size_t size);
+  [[nodiscard]] hipError_t deallocate(void* ptr);
+  [[nodiscard]] hipError_t copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind);
+  [[nodiscard]] hipError_t fill(void* dst, int value, std::size_t bytes);
+  [[nodiscard]] hipError_t synchronize();
+
+  [[nodiscard]] BookCounts counts() const;
+
+ private:
+  [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept;
+  [[nodiscard]] bool granular(std::uintptr_t value) const noexcept;
+  [[nodiscard]] hipError_t drop_reference_locked(Allocation& allocation);
+  [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const std::vector<hipMemAccessFlags>& access);
+
+  std::unique_ptr<backend::Backend> backend_;
+  std::string selection_error_;
+  std::size_t granularity_ = 0;
+  mutable std::shared_mutex mutex_;
+  AllocationTable allocations_;
+  AddressSpace address_space_;
+};
+
+}  // namespace hipxx::core

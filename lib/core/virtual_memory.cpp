@@ -1,0 +1,275 @@
+// HIP's virtual memory calls, checked against the books and turned into exact backend calls.
+#include "core/runtime.hpp"
+
+#include <bit>
+#include <mutex>
+
+namespace hipxx::core {
+namespace {
+
+std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+
+bool valid_flags(hipMemAccessFlags flags) noexcept {
+  return flags == hipMemAccessFlagsProtNone || flags == hipMemAccessFlagsProtRead ||
+         flags == hipMemAccessFlagsProtReadWrite;
+}
+
+// Win32 handle types name real HIP features that Linux cannot give; anything else is not a type.
+hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
+  switch (type) {
+    case hipMemHandleTypePosixFileDescriptor:
+      return hipSuccess;
+    case hipMemHandleTypeWin32:
+    case hipMemHandleTypeWin32Kmt:
+      return hipErrorNotSupported;
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+std::vector<backend::AccessGrant> grants_of(const std::vector<hipMemAccessFlags>& access) {
+  std::vector<backend::AccessGrant> grants;
+  for (std::size_t device = 0; device < access.size(); ++device) {
+    if (access[device] != hipMemAccessFlagsProtNone) {
+      grants.push_back({.device = static_cast<int>(device), .flags = access[device]});
+    }
+  }
+  return grants;
+}
+
+}  // namespace
+
+hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint,
+                            unsigned long long flags) {
+  if (ptr == nullptr || size == 0 || flags != 0 || !granular(size) || !granular(address_of(hint))) {
+    return hipErrorInvalidValue;
+  }
+  if (alignment != 0 && (!std::has_single_bit(alignment) || !granular(alignment))) return hipErrorInvalidValue;
+  const std::size_t effective_alignment = alignment == 0 ? granularity_ : alignment;
+  std::unique_lock lock{mutex_};
+  void* va = nullptr;
+  if (const hipError_t error = backend_->reserve(size, effective_alignment, address_of(hint), &va);
+      error != hipSuccess) {
+    return error;
+  }
+  address_space_.add_reservation(address_of(va), size);
+  *ptr = va;
+  return hipSuccess;
+}
+
+hipError_t Runtime::free_reservation(void* ptr, std::size_t size) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  std::unique_lock lock{mutex_};
+  Reservation* reservation = address_space_.reservation_at(address_of(ptr));
+  if (reservation == nullptr || reservation->size != size || !reservation->mappings.empty()) {
+    return hipErrorInvalidValue;
+  }
+  if (const hipError_t error = backend_->free_reservation(ptr, size); error != hipSuccess) return error;
+  address_space_.remove_reservation(address_of(ptr));
+  return hipSuccess;
+}
+
+hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
+                           const hipMemAllocationProp* properties, unsigned long long flags) {
+  if (handle == nullptr || properties == nullptr || flags != 0 || size == 0 || !granular(size) ||
+      properties->type != hipMemAllocationTypePinned || !valid_location(properties->location)) {
+    return hipErrorInvalidValue;
+  }
+  const hipMemAllocationHandleType requested = properties->requestedHandleType;
+  if (requested != hipMemHandleTypeNone) {
+    if (const hipError_t error = check_handle_type(requested); error != hipSuccess) return error;
+  }
+  std::unique_lock lock{mutex_};
+  backend::PhysicalHandle physical;
+  if (const hipError_t error = backend_->create_physical(properties->location.id, size,
+                                                         requested == hipMemHandleTypePosixFileDescriptor, &physical);
+      error != hipSuccess) {
+    return error;
+  }
+  *handle = AllocationTable::handle_of(*allocations_.add(physical, size, *properties));
+  return hipSuccess;
+}
+
+hipError_t Runtime::drop_reference_locked(Allocation& allocation) {
+  --allocation.application_references;
+  const backend::PhysicalHandle physical = allocation.physical;
+  if (!allocations_.forget_if_unused(allocation)) return hipSuccess;
+  return backend_->release_physical(physical);
+}
+
+hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
+  std::unique_lock lock{mutex_};
+  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
+  if (!allocation) return hipErrorInvalidValue;
+  return drop_reference_locked(*allocation);
+}
+
+hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
+                        unsigned long long flags) {
+  const std::uintptr_t address = address_of(ptr);
+  if (ptr == nullptr || size == 0 || offset != 0 || flags != 0 || !granular(address) || !granular(size)) {
+    return hipErrorInvalidValue;
+  }
+  std::unique_lock lock{mutex_};
+  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
+  if (!allocation || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
+  Reservation* reservation = address_space_.reservation_holding(address, size);
+  if (reservation == nullptr || address_space_.overlaps_mapping(*reservation, address, size)) {
+    return hipErrorInvalidValue;
+  }
+  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) return error;
+  if (allocation->size == 0) allocation->size = size;
+  ++allocation->mappings;
+  reservation->mappings.emplace(
+      address, MappingRecord{.base = address,
+                             .size = size,
+                             .allocation = allocation,
+                             .access = std::vector<hipMemAccessFlags>(static_cast<std::size_t>(device_count()),
+                                                                      hipMemAccessFlagsProtNone)});
+  return hipSuccess;
+}
+
+hipError_t Runtime::unmap(void* ptr, std::size_t size) {
+  const std::uintptr_t address = address_of(ptr);
+  if (ptr == nullptr || size == 0) return hipErrorInvalidValue;
+  std::unique_lock lock{mutex_};
+  const std::vector<MappingRecord*> tiles = address_space_.tiling(address, size);
+  if (tiles.empty()) return hipErrorInvalidValue;
+  Reservation* reservation = address_space_.reservation_holding(address, size);
+  hipError_t result = hipSuccess;
+  for (MappingRecord* mapping : tiles) {
+    if (const hipError_t error = backend_->unmap(reinterpret_cast<void*>(mapping->base), mapping->size);
+        error != hipSuccess) {
+      return error;  // the mappings already undone stay undone; the rest are intact and still booked
+    }
+    const std::shared_ptr<Allocation> allocation = mapping->allocation;
+    reservation->mappings.erase(mapping->base);
+    --allocation->mappings;
+    if (allocations_.forget_if_unused(*allocation)) {
+      if (const hipError_t error = backend_->release_physical(allocation->physical); error != hipSuccess) {
+        result = error;
+      }
+    }
+  }
+  return result;
+}
+
+hipError_t Runtime::apply_access_locked(MappingRecord& mapping, const std::vector<hipMemAccessFlags>& access) {
+  const std::vector<backend::AccessGrant> grants = grants_of(access);
+  if (const hipError_t error = backend_->set_access(reinterpret_cast<void*>(mapping.base), mapping.size, grants);
+      error != hipSuccess) {
+    return error;
+  }
+  mapping.access = access;
+  return hipSuccess;
+}
+
+hipError_t Runtime::set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors) {
+  if (ptr == nullptr || size == 0 || descriptors.empty()) return hipErrorInvalidValue;
+  for (const hipMemAccessDesc& descriptor : descriptors) {
+    if (!valid_location(descriptor.location) || !valid_flags(descriptor.flags)) return hipErrorInvalidValue;
+  }
+  std::unique_lock lock{mutex_};
+  const std::vector<MappingRecord*> tiles = address_space_.tiling(address_of(ptr), size);
+  if (tiles.empty()) return hipErrorInvalidValue;
+  std::vector<std::vector<hipMemAccessFlags>> before;
+  before.reserve(tiles.size());
+  for (MappingRecord* mapping : tiles) before.push_back(mapping->access);
+  for (std::size_t index = 0; index < tiles.size(); ++index) {
+    std::vector<hipMemAccessFlags> access = before[index];
+    for (const hipMemAccessDesc& descriptor : descriptors) {
+      access[static_cast<std::size_t>(descriptor.location.id)] = descriptor.flags;
+    }
+    if (const hipError_t error = apply_access_locked(*tiles[index], access); error != hipSuccess) {
+      // Put back what this call already changed, so a refused call leaves every mapping as it was.
+      for (std::size_t undo = 0; undo < index; ++undo) (void)apply_access_locked(*tiles[undo], before[undo]);
+      return error;
+    }
+  }
+  return hipSuccess;
+}
+
+hipError_t Runtime::get_access(unsigned long long* flags, const hipMemLocation* location, void* ptr) {
+  if (flags == nullptr || location == nullptr || ptr == nullptr || !valid_location(*location)) {
+    return hipErrorInvalidValue;
+  }
+  std::shared_lock lock{mutex_};
+  const MappingRecord* mapping = address_space_.mapping_containing(address_of(ptr));
+  if (mapping == nullptr) return hipErrorInvalidValue;
+  *flags = mapping->access[static_cast<std::size_t>(location->id)];
+  return hipSuccess;
+}
+
+hipError_t Runtime::granularity(std::size_t* granularity, const hipMemAllocationProp* properties,
+                                hipMemAllocationGranularity_flags option) const {
+  if (granularity == nullptr || properties == nullptr || properties->type != hipMemAllocationTypePinned ||
+      !valid_location(properties->location)) {
+    return hipErrorInvalidValue;
+  }
+  const backend::DeviceProperties& device = backend_->device(properties->location.id);
+  switch (option) {
+    case hipMemAllocationGranularityMinimum:
+      *granularity = device.minimum_granularity;
+      return hipSuccess;
+    case hipMemAllocationGranularityRecommended:
+      *granularity = device.recommended_granularity;
+      return hipSuccess;
+  }
+  return hipErrorInvalidValue;
+}
+
+hipError_t Runtime::properties_of(hipMemAllocationProp* properties, hipMemGenericAllocationHandle_t handle) {
+  if (properties == nullptr) return hipErrorInvalidValue;
+  std::shared_lock lock{mutex_};
+  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
+  if (!allocation) return hipErrorInvalidValue;
+  *properties = allocation->properties;
+  return hipSuccess;
+}
+
+hipError_t Runtime::export_handle(void* shareable, hipMemGenericAllocationHandle_t handle,
+                                  hipMemAllocationHandleType type, unsigned long long flags) {
+  if (shareable == nullptr || flags != 0) return hipErrorInvalidValue;
+  if (const hipError_t error = check_handle_type(type); error != hipSuccess) return error;
+  std::shared_lock lock{mutex_};
+  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
+  // As with CUDA, only an allocation created for this handle type may be exported as it.
+  if (!allocation || allocation->properties.requestedHandleType != type) return hipErrorInvalidValue;
+  int fd = -1;
+  if (const hipError_t error = backend_->export_fd(allocation->physical, &fd); error != hipSuccess) return error;
+  *static_cast<int*>(shareable) = fd;
+  return hipSuccess;
+}
+
+hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void* os_handle,
+                                  hipMemAllocationHandleType type) {
+  if (handle == nullptr || os_handle == nullptr) return hipErrorInvalidValue;
+  if (const hipError_t error = check_handle_type(type); error != hipSuccess) return error;
+  const auto fd_bits = address_of(os_handle);
+  if (fd_bits > static_cast<std::uintptr_t>(INT32_MAX)) return hipErrorInvalidValue;
+  const int device = current_device();
+  std::unique_lock lock{mutex_};
+  backend::PhysicalHandle physical;
+  std::size_t size = 0;
+  if (const hipError_t error = backend_->import_fd(static_cast<int>(fd_bits), &physical, &size); error != hipSuccess) {
+    return error;
+  }
+  hipMemAllocationProp properties{};
+  properties.type = hipMemAllocationTypePinned;
+  properties.requestedHandleType = type;
+  properties.location = {.type = hipMemLocationTypeDevice, .id = device};
+  *handle = AllocationTable::handle_of(*allocations_.add(physical, size, properties));
+  return hipSuccess;
+}
+
+hipError_t Runtime::retain(hipMemGenericAllocationHandle_t* handle, void* address) {
+  if (handle == nullptr || address == nullptr) return hipErrorInvalidValue;
+  std::unique_lock lock{mutex_};
+  const MappingRecord* mapping = address_space_.mapping_containing(address_of(address));
+  if (mapping == nullptr) return hipErrorInvalidValue;
+  ++mapping->allocation->application_references;
+  *handle = AllocationTable::handle_of(*mapping->allocation);
+  return hipSuccess;
+}
+
+}  // namespace hipxx::core
