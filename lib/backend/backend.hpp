@@ -33,7 +33,7 @@ struct DeviceProperties {
   bool integrated = false;
 };
 
-// What a device may do with one mapping. The books pass one grant per device that has any access.
+// What a device may do with one mapping. The books pass one grant for every device, none included.
 struct AccessGrant {
   int device = 0;
   hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
@@ -68,7 +68,7 @@ class Backend {
   // One whole physical allocation into part of one reservation; no access until set_access.
   [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;
   [[nodiscard]] virtual hipError_t unmap(void* va, std::size_t size) = 0;
-  // Replaces the access of every device to one whole mapping; devices not listed get none.
+  // Replaces the access of every device to one whole mapping (one grant per device).
   [[nodiscard]] virtual hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) = 0;
 
   // Data movement between any two addresses the books have validated.

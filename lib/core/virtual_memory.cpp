@@ -29,10 +29,9 @@ hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
 
 std::vector<backend::AccessGrant> grants_of(const std::vector<hipMemAccessFlags>& access) {
   std::vector<backend::AccessGrant> grants;
+  grants.reserve(access.size());
   for (std::size_t device = 0; device < access.size(); ++device) {
-    if (access[device] != hipMemAccessFlagsProtNone) {
-      grants.push_back({.device = static_cast<int>(device), .flags = access[device]});
-    }
+    grants.push_back({.device = static_cast<int>(device), .flags = access[device]});
   }
   return grants;
 }
