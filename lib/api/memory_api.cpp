@@ -23,3 +23,23 @@ hipError_t hipMemset(void* dst, int value, size_t sizeBytes) {
 }
 
 }  // extern "C"
+
+extern "C" {
+
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
+  return guarded([&](Runtime& runtime) { return runtime.copy_async(dst, src, sizeBytes, kind, stream); });
+}
+
+hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes, hipStream_t stream) {
+  return guarded([&](Runtime& runtime) { return runtime.fill_async(dst, value, sizeBytes, stream); });
+}
+
+// Signal memory is ordinary device memory here: every allocation can hold wait/write values.
+hipError_t hipExtMallocWithFlags(void** ptr, size_t sizeBytes, unsigned int flags) {
+  return guarded([&](Runtime& runtime) {
+    if (flags != hipDeviceMallocDefault && flags != hipMallocSignalMemory) return hipErrorInvalidValue;
+    return runtime.allocate(ptr, sizeBytes);
+  });
+}
+
+}  // extern "C"

@@ -51,7 +51,9 @@ Runtime& Runtime::instance() {
 }
 
 Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error)
-    : backend_(std::move(backend)), selection_error_(std::move(selection_error)) {
+    : backend_(std::move(backend)),
+      selection_error_(std::move(selection_error)),
+      streams_(backend_ ? backend_->device_count() : 0) {
   if (backend_ && backend_->device_count() > 0) granularity_ = backend_->device(0).minimum_granularity;
 }
 
@@ -88,10 +90,19 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
 
 hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
+  int device = 0;
+  {
+    std::shared_lock lock{mutex_};
+    const LinearAllocation* linear = address_space_.linear_containing(reinterpret_cast<std::uintptr_t>(ptr));
+    if (linear == nullptr || linear->base != reinterpret_cast<std::uintptr_t>(ptr)) return hipErrorInvalidValue;
+    device = linear->device;
+  }
+  // Like hipFree on a GPU: queued work that may still use the memory finishes first.
+  streams_.synchronize_device(device);
+  if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
   const auto taken = address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
-  if (!taken) return hipErrorInvalidValue;
-  if (const hipError_t error = backend_->synchronize(taken->device); error != hipSuccess) return error;
+  if (!taken) return hipErrorInvalidValue;  // another thread freed it meanwhile
   return backend_->deallocate(ptr, taken->size);
 }
 
@@ -110,34 +121,121 @@ bool known_direction(hipMemcpyKind kind) noexcept {
 }
 }  // namespace
 
+bool Runtime::accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const {
+  std::shared_lock lock{mutex_};
+  return address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(), needed);
+}
+
+hipError_t Runtime::check_copy(void* dst, const void* src, std::size_t bytes, int device) const {
+  const bool ok = address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
+                                                  hipMemAccessFlagsProtReadWrite) &&
+                  address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(src), bytes, device,
+                                                  hipMemAccessFlagsProtRead);
+  return ok ? hipSuccess : hipErrorInvalidValue;
+}
+
+// Checked again under the lock when the work runs: the memory may have been unmapped since the
+// call was queued, and then the stream reports an illegal address instead of touching it.
+hipError_t Runtime::copy_now(void* dst, const void* src, std::size_t bytes, int device) const {
+  std::shared_lock lock{mutex_};
+  if (check_copy(dst, src, bytes, device) != hipSuccess) return hipErrorIllegalAddress;
+  return backend_->copy(dst, src, bytes);
+}
+
+hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const {
+  std::shared_lock lock{mutex_};
+  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
+                                       hipMemAccessFlagsProtReadWrite)) {
+    return hipErrorIllegalAddress;
+  }
+  return backend_->fill(dst, value, bytes);
+}
+
+hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
+  const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
+  if (!null_stream) return hipErrorInvalidHandle;
+  const std::uint64_t point = streams_.enqueue(*null_stream, std::move(work));
+  null_stream->wait_for(point);
+  return null_stream->status();
+}
+
 hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind) {
   if (!known_direction(kind)) return hipErrorInvalidMemcpyDirection;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
   const int device = current_device();
-  std::shared_lock lock{mutex_};
-  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
-                                       hipMemAccessFlagsProtReadWrite) ||
-      !address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(src), bytes, device,
-                                       hipMemAccessFlagsProtRead)) {
-    return hipErrorInvalidValue;
+  {
+    std::shared_lock lock{mutex_};
+    if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
+    if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
-  return backend_->copy(dst, src, bytes);
+  hipError_t result = hipSuccess;
+  const hipError_t queued = run_on_null_stream(device, [&] { return result = copy_now(dst, src, bytes, device); });
+  return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
 hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr) return hipErrorInvalidValue;
   const int device = current_device();
-  std::shared_lock lock{mutex_};
-  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
-                                       hipMemAccessFlagsProtReadWrite)) {
-    return hipErrorInvalidValue;
+  const auto byte = static_cast<unsigned char>(value);
+  {
+    std::shared_lock lock{mutex_};
+    if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
+                                         hipMemAccessFlagsProtReadWrite)) {
+      return hipErrorInvalidValue;
+    }
+    if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
   }
-  return backend_->fill(dst, static_cast<unsigned char>(value), bytes);
+  hipError_t result = hipSuccess;
+  const hipError_t queued = run_on_null_stream(device, [&] { return result = fill_now(dst, byte, bytes, device); });
+  return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
-hipError_t Runtime::synchronize() { return backend_->synchronize(current_device()); }
+hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind, hipStream_t stream) {
+  if (!known_direction(kind)) return hipErrorInvalidMemcpyDirection;
+  const int device = current_device();
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, device);
+  if (!target) return hipErrorInvalidHandle;
+  if (bytes == 0) return hipSuccess;
+  if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  {
+    std::shared_lock lock{mutex_};
+    if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
+  }
+  const int stream_device = target->traits().device;
+  streams_.enqueue(*target, [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
+  return hipSuccess;
+}
+
+hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStream_t stream) {
+  const int device = current_device();
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, device);
+  if (!target) return hipErrorInvalidHandle;
+  if (bytes == 0) return hipSuccess;
+  if (dst == nullptr) return hipErrorInvalidValue;
+  if (!accessible(dst, bytes, hipMemAccessFlagsProtReadWrite)) return hipErrorInvalidValue;
+  const auto byte = static_cast<unsigned char>(value);
+  const int stream_device = target->traits().device;
+  streams_.enqueue(*target, [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
+  return hipSuccess;
+}
+
+hipError_t Runtime::load_word(const void* address, std::size_t bytes, std::uint64_t* value) const {
+  std::shared_lock lock{mutex_};
+  return backend_->load_word(address, bytes, value);
+}
+
+hipError_t Runtime::store_word(void* address, std::size_t bytes, std::uint64_t value) const {
+  std::shared_lock lock{mutex_};
+  return backend_->store_word(address, bytes, value);
+}
+
+hipError_t Runtime::synchronize() {
+  const int device = current_device();
+  streams_.synchronize_device(device);
+  return backend_->synchronize(device);
+}
 
 BookCounts Runtime::counts() const {
   std::shared_lock lock{mutex_};

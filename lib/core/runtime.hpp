@@ -5,6 +5,8 @@
 #include "backend/backend.hpp"
 #include "core/address_space.hpp"
 #include "core/allocation_table.hpp"
+#include "core/event.hpp"
+#include "core/stream_registry.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -65,7 +67,19 @@ class Runtime {
   [[nodiscard]] hipError_t deallocate(void* ptr);
   [[nodiscard]] hipError_t copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind);
   [[nodiscard]] hipError_t fill(void* dst, int value, std::size_t bytes);
+  [[nodiscard]] hipError_t copy_async(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind,
+                                      hipStream_t stream);
+  [[nodiscard]] hipError_t fill_async(void* dst, int value, std::size_t bytes, hipStream_t stream);
   [[nodiscard]] hipError_t synchronize();
+
+  // Streams and events.
+  [[nodiscard]] StreamRegistry& streams() noexcept { return streams_; }
+  [[nodiscard]] EventRegistry& events() noexcept { return events_; }
+  // Whether the current device may read (or write) `bytes` at `address`.
+  [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const;
+  // Single machine words, for stream wait/write value.
+  [[nodiscard]] hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) const;
+  [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
 
   [[nodiscard]] BookCounts counts() const;
 
@@ -78,9 +92,17 @@ class Runtime {
   std::unique_ptr<backend::Backend> backend_;
   std::string selection_error_;
   std::size_t granularity_ = 0;
+  [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
+  [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
+  [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
+  // Runs `work` in null-stream order: at once when no stream of the device has pending work.
+  [[nodiscard]] hipError_t run_on_null_stream(int device, StreamTask work);
+
   mutable std::shared_mutex mutex_;
   AllocationTable allocations_;
-  AddressSpace address_space_;
+  mutable AddressSpace address_space_;
+  StreamRegistry streams_;
+  EventRegistry events_;
 };
 
 }  // namespace hipxx::core

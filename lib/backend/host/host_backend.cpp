@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -156,6 +157,25 @@ class HostBackend final : public Backend {
   }
 
   hipError_t synchronize(int /*device*/) override { return hipSuccess; }
+
+  hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
+    if (bytes == sizeof(std::uint32_t)) {
+      *value = std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
+    } else {
+      *value = std::atomic_ref{*static_cast<std::uint64_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
+    }
+    return hipSuccess;
+  }
+
+  hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    if (bytes == sizeof(std::uint32_t)) {
+      std::atomic_ref{*static_cast<std::uint32_t*>(address)}.store(static_cast<std::uint32_t>(value),
+                                                                   std::memory_order_release);
+    } else {
+      std::atomic_ref{*static_cast<std::uint64_t*>(address)}.store(value, std::memory_order_release);
+    }
+    return hipSuccess;
+  }
 
   hipError_t allocate(int /*device*/, std::size_t size, void** out) override {
     void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

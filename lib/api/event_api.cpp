@@ -1,0 +1,78 @@
+// Events: record, wait, query and time.
+#include "api/guard.hpp"
+
+#include <chrono>
+
+using hipxx::api::guarded;
+using hipxx::core::Event;
+using hipxx::core::EventMarker;
+using hipxx::core::Runtime;
+using hipxx::core::Stream;
+
+namespace {
+constexpr unsigned kKnownEventFlags = hipEventBlockingSync | hipEventDisableTiming | hipEventInterprocess |
+                                      hipEventDisableSystemFence | hipEventReleaseToDevice | hipEventReleaseToSystem;
+}  // namespace
+
+extern "C" {
+
+hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
+  return guarded([&](Runtime& runtime) {
+    if (event == nullptr || (flags & ~kKnownEventFlags) != 0) return hipErrorInvalidValue;
+    // As in CUDA, an interprocess event must not take timestamps.
+    if ((flags & hipEventInterprocess) != 0 && (flags & hipEventDisableTiming) == 0) return hipErrorInvalidValue;
+    return runtime.events().create(event, flags);
+  });
+}
+
+hipError_t hipEventCreate(hipEvent_t* event) { return hipEventCreateWithFlags(event, hipEventDefault); }
+
+hipError_t hipEventDestroy(hipEvent_t event) {
+  return guarded([&](Runtime& runtime) { return runtime.events().destroy(event); });
+}
+
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Event> target = runtime.events().resolve(event);
+    const std::shared_ptr<Stream> where = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target || !where) return hipErrorInvalidHandle;
+    auto marker = std::make_shared<EventMarker>();
+    marker->stream = where;
+    // The marker is published before its task can run, and the task is its only writer.
+    target->set_marker(marker);
+    marker->sequence = runtime.streams().enqueue(*where, [marker] {
+      marker->reached_at = std::chrono::steady_clock::now();
+      return hipSuccess;
+    });
+    return hipSuccess;
+  });
+}
+
+hipError_t hipEventSynchronize(hipEvent_t event) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Event> target = runtime.events().resolve(event);
+    if (!target) return hipErrorInvalidHandle;
+    target->synchronize();
+    return hipSuccess;
+  });
+}
+
+hipError_t hipEventQuery(hipEvent_t event) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Event> target = runtime.events().resolve(event);
+    if (!target) return hipErrorInvalidHandle;
+    return target->query();
+  });
+}
+
+hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  return guarded([&](Runtime& runtime) {
+    if (ms == nullptr) return hipErrorInvalidValue;
+    const std::shared_ptr<Event> first = runtime.events().resolve(start);
+    const std::shared_ptr<Event> second = runtime.events().resolve(stop);
+    if (!first || !second) return hipErrorInvalidHandle;
+    return hipxx::core::elapsed_milliseconds(*first, *second, ms);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,229 @@
+// Streams: creation, queries, synchronisation, callbacks and stream wait/write value.
+#include "api/guard.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+using hipxx::api::guarded;
+using hipxx::core::Runtime;
+using hipxx::core::Stream;
+using hipxx::core::StreamTraits;
+
+namespace hipxx::api {
+namespace {
+
+// Lower numbers mean greater priority, as in HIP: high -1, normal 0, low 1.
+constexpr int kGreatestPriority = -1;
+constexpr int kLeastPriority = 1;
+
+hipError_t create_stream(Runtime& runtime, hipStream_t* stream, unsigned flags, int priority,
+                         std::vector<std::uint32_t> cu_mask = {}) {
+  if (stream == nullptr || (flags & ~static_cast<unsigned>(hipStreamNonBlocking)) != 0) return hipErrorInvalidValue;
+  return runtime.streams().create(stream, StreamTraits{.device = Runtime::current_device(),
+                                                       .flags = flags,
+                                                       .priority = std::clamp(priority, kGreatestPriority, kLeastPriority),
+                                                       .cu_mask = std::move(cu_mask),
+                                                       .is_null = false});
+}
+
+template <class Word>
+hipError_t check_word(Runtime& runtime, const void* ptr, hipMemAccessFlags needed) {
+  if (ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % sizeof(Word) != 0) return hipErrorInvalidValue;
+  return runtime.accessible(ptr, sizeof(Word), needed) ? hipSuccess : hipErrorInvalidValue;
+}
+
+// `width_mask` keeps Nor's complement at the word's own width.
+bool condition_holds(std::uint64_t current, std::uint64_t value, unsigned flags, std::uint64_t mask,
+                     std::uint64_t width_mask) noexcept {
+  const std::uint64_t masked = current & mask;
+  switch (flags) {
+    case hipStreamWaitValueGte: return masked >= value;
+    case hipStreamWaitValueEq: return masked == value;
+    case hipStreamWaitValueAnd: return (masked & value) != 0;
+    case hipStreamWaitValueNor: return (~(masked | (value & mask)) & width_mask) != 0;
+    default: return false;
+  }
+}
+
+template <class Word>
+hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags, Word mask) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    if (flags > hipStreamWaitValueNor) return hipErrorInvalidValue;
+    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead); error != hipSuccess) {
+      return error;
+    }
+    runtime.streams().enqueue(*target, [&runtime, ptr, value, flags, mask] {
+      constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
+      for (unsigned spins = 0;; ++spins) {
+        std::uint64_t current = 0;
+        if (const hipError_t error = runtime.load_word(ptr, sizeof(Word), &current); error != hipSuccess) return error;
+        if (condition_holds(current, value, flags, mask, width_mask)) return hipSuccess;
+        // Spin briefly for low latency, then back off so a long wait costs no CPU.
+        if (spins < 1024) {
+          std::this_thread::yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+    });
+    return hipSuccess;
+  });
+}
+
+template <class Word>
+hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*flags: reserved*/) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtReadWrite); error != hipSuccess) {
+      return error;
+    }
+    runtime.streams().enqueue(*target, [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
+    return hipSuccess;
+  });
+}
+
+}  // namespace
+}  // namespace hipxx::api
+
+extern "C" {
+
+hipError_t hipStreamCreate(hipStream_t* stream) {
+  return guarded([&](Runtime& runtime) { return hipxx::api::create_stream(runtime, stream, hipStreamDefault, 0); });
+}
+
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
+  return guarded([&](Runtime& runtime) { return hipxx::api::create_stream(runtime, stream, flags, 0); });
+}
+
+hipError_t hipStreamCreateWithPriority(hipStream_t* stream, unsigned int flags, int priority) {
+  return guarded([&](Runtime& runtime) { return hipxx::api::create_stream(runtime, stream, flags, priority); });
+}
+
+hipError_t hipExtStreamCreateWithCUMask(hipStream_t* stream, uint32_t cuMaskSize, const uint32_t* cuMask) {
+  return guarded([&](Runtime& runtime) {
+    if (cuMaskSize == 0 || cuMask == nullptr) return hipErrorInvalidValue;
+    return hipxx::api::create_stream(runtime, stream, hipStreamDefault, 0, {cuMask, cuMask + cuMaskSize});
+  });
+}
+
+hipError_t hipExtStreamGetCUMask(hipStream_t stream, uint32_t cuMaskSize, uint32_t* cuMask) {
+  return guarded([&](Runtime& runtime) {
+    if (cuMaskSize == 0 || cuMask == nullptr) return hipErrorInvalidValue;
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    // A stream without a mask may use every compute unit of its device.
+    const std::vector<std::uint32_t>& mask = target->traits().cu_mask;
+    const int units = runtime.backend().device(target->traits().device).multiprocessor_count;
+    for (uint32_t word = 0; word < cuMaskSize; ++word) {
+      if (!mask.empty()) {
+        cuMask[word] = word < mask.size() ? mask[word] : 0;
+        continue;
+      }
+      const int first = static_cast<int>(word) * 32;
+      const int in_word = std::clamp(units - first, 0, 32);
+      cuMask[word] = in_word == 32 ? 0xFFFFFFFFU : (1U << in_word) - 1U;
+    }
+    return hipSuccess;
+  });
+}
+
+hipError_t hipDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  return guarded([&](Runtime&) {
+    if (leastPriority != nullptr) *leastPriority = hipxx::api::kLeastPriority;
+    if (greatestPriority != nullptr) *greatestPriority = hipxx::api::kGreatestPriority;
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamDestroy(hipStream_t stream) {
+  return guarded([&](Runtime& runtime) { return runtime.streams().destroy(stream); });
+}
+
+hipError_t hipStreamQuery(hipStream_t stream) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    return target->idle() ? hipSuccess : hipErrorNotReady;
+  });
+}
+
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    runtime.streams().synchronize(*target);
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamGetFlags(hipStream_t stream, unsigned int* flags) {
+  return guarded([&](Runtime& runtime) {
+    if (flags == nullptr) return hipErrorInvalidValue;
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    *flags = target->traits().flags;
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamGetPriority(hipStream_t stream, int* priority) {
+  return guarded([&](Runtime& runtime) {
+    if (priority == nullptr) return hipErrorInvalidValue;
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    *priority = target->traits().priority;
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    const std::shared_ptr<hipxx::core::Event> awaited = runtime.events().resolve(event);
+    if (!target || !awaited) return hipErrorInvalidHandle;
+    if (flags != 0) return hipErrorInvalidValue;
+    const std::shared_ptr<hipxx::core::EventMarker> marker = awaited->marker();
+    if (!marker) return hipSuccess;  // an event never recorded is already complete
+    runtime.streams().enqueue(*target, [marker] {
+      marker->stream->wait_for(marker->sequence);
+      return hipSuccess;
+    }, /*implicit_ordering=*/false);
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback, void* userData, unsigned int flags) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    if (callback == nullptr || flags != 0) return hipErrorInvalidValue;
+    Stream* raw = target.get();
+    runtime.streams().enqueue(*target, [raw, stream, callback, userData] {
+      callback(stream, raw->status(), userData);
+      return hipSuccess;
+    });
+    return hipSuccess;
+  });
+}
+
+hipError_t hipStreamWaitValue32(hipStream_t stream, void* ptr, uint32_t value, unsigned int flags, uint32_t mask) {
+  return hipxx::api::wait_value<std::uint32_t>(stream, ptr, value, flags, mask);
+}
+
+hipError_t hipStreamWaitValue64(hipStream_t stream, void* ptr, uint64_t value, unsigned int flags, uint64_t mask) {
+  return hipxx::api::wait_value<std::uint64_t>(stream, ptr, value, flags, mask);
+}
+
+hipError_t hipStreamWriteValue32(hipStream_t stream, void* ptr, uint32_t value, unsigned int flags) {
+  return hipxx::api::write_value<std::uint32_t>(stream, ptr, value, flags);
+}
+
+hipError_t hipStreamWriteValue64(hipStream_t stream, void* ptr, uint64_t value, unsigned int flags) {
+  return hipxx::api::write_value<std::uint64_t>(stream, ptr, value, flags);
+}
+
+}  // extern "C"

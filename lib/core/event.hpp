@@ -1,0 +1,57 @@
+// Events: a marker placed in a stream. Each record starts a new marker, so queries and waits see
+// the latest record only, as HIP specifies.
+#pragma once
+
+#include "core/stream.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace hipxx::core {
+
+struct EventMarker {
+  std::shared_ptr<Stream> stream;
+  std::uint64_t sequence = 0;
+  std::chrono::steady_clock::time_point reached_at;  // written by the stream before `sequence` completes
+};
+
+class Event {
+ public:
+  explicit Event(unsigned flags) : flags_(flags) {}
+  [[nodiscard]] unsigned flags() const noexcept { return flags_; }
+  [[nodiscard]] bool timing() const noexcept { return (flags_ & hipEventDisableTiming) == 0; }
+
+  void set_marker(std::shared_ptr<EventMarker> marker);
+  [[nodiscard]] std::shared_ptr<EventMarker> marker() const;
+
+  [[nodiscard]] hipError_t query() const;
+  void synchronize() const;
+
+ private:
+  unsigned flags_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<EventMarker> marker_;
+};
+
+class EventRegistry {
+ public:
+  [[nodiscard]] hipError_t create(hipEvent_t* event, unsigned flags);
+  [[nodiscard]] hipError_t destroy(hipEvent_t event);
+  [[nodiscard]] std::shared_ptr<Event> resolve(hipEvent_t event) const;
+  [[nodiscard]] std::size_t live_events() const;
+
+ private:
+  static constexpr std::uintptr_t kIdStep = 16;
+  mutable std::mutex mutex_;
+  std::uintptr_t next_id_ = 0x6000;
+  std::unordered_map<std::uintptr_t, std::shared_ptr<Event>> events_;
+};
+
+// The elapsed time between two completed markers, in milliseconds.
+[[nodiscard]] hipError_t elapsed_milliseconds(const Event& start, const Event& stop, float* milliseconds);
+
+}  // namespace hipxx::core

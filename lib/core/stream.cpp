@@ -1,0 +1,79 @@
+#include "core/stream.hpp"
+
+namespace hipxx::core {
+
+Stream::Stream(StreamTraits traits) : traits_(std::move(traits)), worker_([this] { run(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard lock{mutex_};
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  // The last owner can be this stream's own task (a wait on itself); it cannot join itself.
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    worker_.detach();
+  } else {
+    worker_.join();
+  }
+}
+
+std::uint64_t Stream::enqueue(StreamTask task) {
+  std::uint64_t sequence = 0;
+  {
+    std::lock_guard lock{mutex_};
+    sequence = ++enqueued_;
+    queue_.emplace_back(sequence, std::move(task));
+  }
+  work_ready_.notify_one();
+  return sequence;
+}
+
+bool Stream::reached(std::uint64_t sequence) const {
+  std::lock_guard lock{mutex_};
+  return completed_ >= sequence;
+}
+
+void Stream::wait_for(std::uint64_t sequence) const {
+  std::unique_lock lock{mutex_};
+  work_done_.wait(lock, [&] { return completed_ >= sequence; });
+}
+
+std::uint64_t Stream::tail() const {
+  std::lock_guard lock{mutex_};
+  return enqueued_;
+}
+
+bool Stream::idle() const {
+  std::lock_guard lock{mutex_};
+  return completed_ == enqueued_;
+}
+
+hipError_t Stream::status() const {
+  std::lock_guard lock{mutex_};
+  return status_;
+}
+
+void Stream::run() {
+  std::unique_lock lock{mutex_};
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything queued has run
+    auto [sequence, task] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    hipError_t result = hipErrorUnknown;
+    try {
+      result = task();
+    } catch (...) {
+      result = hipErrorUnknown;
+    }
+    task = nullptr;  // captured state dies outside the lock, before waiters wake
+    lock.lock();
+    if (result != hipSuccess) status_ = result;
+    completed_ = sequence;
+    work_done_.notify_all();
+  }
+}
+
+}  // namespace hipxx::core

@@ -1,0 +1,151 @@
+#include "core/stream_registry.hpp"
+
+#include <map>
+
+namespace hipxx::core {
+namespace {
+
+bool names_null_stream(hipStream_t stream) noexcept { return stream == nullptr || stream == hipStreamLegacy; }
+
+// Per-thread default streams die with their thread.
+struct PerThreadStreams {
+  StreamRegistry* registry = nullptr;
+  std::map<int, hipStream_t> by_device;
+  ~PerThreadStreams() {
+    for (const auto& [device, stream] : by_device) (void)registry->destroy(stream);
+  }
+};
+thread_local PerThreadStreams per_thread_streams;
+
+}  // namespace
+
+StreamRegistry::StreamRegistry(int device_count) : null_streams_(static_cast<std::size_t>(device_count)) {}
+
+hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
+  auto created = std::make_shared<Stream>(std::move(traits));
+  std::lock_guard lock{mutex_};
+  const std::uintptr_t id = next_id_;
+  next_id_ += kIdStep;
+  streams_.emplace(id, std::move(created));
+  *stream = reinterpret_cast<hipStream_t>(id);
+  return hipSuccess;
+}
+
+hipError_t StreamRegistry::destroy(hipStream_t stream) {
+  std::shared_ptr<Stream> doomed;
+  {
+    std::lock_guard lock{mutex_};
+    const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
+    if (found == streams_.end()) return hipErrorInvalidHandle;
+    doomed = std::move(found->second);
+    streams_.erase(found);
+  }
+  // Outside the lock: the destructor lets queued work finish, and that work may enqueue elsewhere.
+  doomed.reset();
+  return hipSuccess;
+}
+
+std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_device) {
+  if (stream == hipStreamPerThread) {
+    auto [entry, inserted] = per_thread_streams.by_device.try_emplace(current_device, nullptr);
+    if (inserted) {
+      per_thread_streams.registry = this;
+      if (create(&entry->second, StreamTraits{.device = current_device}) != hipSuccess) return nullptr;
+    }
+    stream = entry->second;
+  }
+  std::lock_guard lock{mutex_};
+  if (names_null_stream(stream)) {
+    // The null stream is owned by the registry for the life of the process; callers hold it by
+    // a non-owning shared_ptr.
+    return {std::shared_ptr<Stream>{}, &null_stream_locked(current_device)};
+  }
+  const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
+  return found == streams_.end() ? nullptr : found->second;
+}
+
+Stream& StreamRegistry::null_stream_locked(int device) {
+  auto& slot = null_streams_.at(static_cast<std::size_t>(device));
+  if (!slot) slot = std::make_unique<Stream>(StreamTraits{.device = device, .is_null = true});
+  return *slot;
+}
+
+std::vector<std::shared_ptr<Stream>> StreamRegistry::blocking_streams_locked(int device) const {
+  std::vector<std::shared_ptr<Stream>> blocking;
+  for (const auto& [id, stream] : streams_) {
+    if (stream->traits().device == device && stream->blocking()) blocking.push_back(stream);
+  }
+  return blocking;
+}
+
+std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool implicit_ordering) {
+  // One lock across the barrier and the work keeps two threads' submissions from interleaving
+  // between a barrier and the work it guards.
+  std::lock_guard lock{mutex_};
+  const int device = stream.traits().device;
+  if (implicit_ordering && stream.traits().is_null) {
+    for (const std::shared_ptr<Stream>& other : blocking_streams_locked(device)) {
+      if (other->idle()) continue;
+      const std::uint64_t point = other->tail();
+      stream.enqueue([other, point] {
+        other->wait_for(point);
+        return hipSuccess;
+      });
+    }
+  } else if (implicit_ordering && stream.blocking()) {
+    Stream& null_stream = null_stream_locked(device);
+    if (!null_stream.idle()) {
+      const std::uint64_t point = null_stream.tail();
+      stream.enqueue([&null_stream, point] {
+        null_stream.wait_for(point);
+        return hipSuccess;
+      });
+    }
+  }
+  return stream.enqueue(std::move(task));
+}
+
+void StreamRegistry::synchronize(Stream& stream) {
+  if (!stream.traits().is_null) {
+    stream.synchronize();
+    return;
+  }
+  std::vector<std::shared_ptr<Stream>> blocking;
+  {
+    std::lock_guard lock{mutex_};
+    blocking = blocking_streams_locked(stream.traits().device);
+  }
+  stream.synchronize();
+  for (const std::shared_ptr<Stream>& other : blocking) other->synchronize();
+}
+
+void StreamRegistry::synchronize_device(int device) {
+  std::vector<std::shared_ptr<Stream>> all;
+  Stream* null_stream = nullptr;
+  {
+    std::lock_guard lock{mutex_};
+    for (const auto& [id, stream] : streams_) {
+      if (stream->traits().device == device) all.push_back(stream);
+    }
+    null_stream = null_streams_.at(static_cast<std::size_t>(device)).get();
+  }
+  if (null_stream != nullptr) null_stream->synchronize();
+  for (const std::shared_ptr<Stream>& stream : all) stream->synchronize();
+}
+
+bool StreamRegistry::device_idle(int device) const {
+  std::lock_guard lock{mutex_};
+  const Stream* null_stream = null_streams_.at(static_cast<std::size_t>(device)).get();
+  if (null_stream != nullptr && !null_stream->idle()) return false;
+  for (const auto& [id, stream] : streams_) {
+    if (stream->traits().device == device && !stream->idle()) return false;
+  }
+  return true;
+}
+
+std::size_t StreamRegistry::live_streams() const {
+  std::lock_guard lock{mutex_};
+  return streams_.size();
+}
+
+}  // namespace hipxx::core

@@ -1,0 +1,46 @@
+// The streams the application can name, and the ordering rules between them. hipStream_t values
+// are never-reused numbers, so a destroyed or forged stream is refused rather than dereferenced.
+// The null stream (0 or hipStreamLegacy) of each device waits for all blocking streams of that
+// device and they wait for it; hipStreamPerThread names a blocking stream owned by the calling thread.
+#pragma once
+
+#include "core/stream.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace hipxx::core {
+
+class StreamRegistry {
+ public:
+  explicit StreamRegistry(int device_count);
+
+  [[nodiscard]] hipError_t create(hipStream_t* stream, StreamTraits traits);
+  [[nodiscard]] hipError_t destroy(hipStream_t stream);
+  // The stream a handle names for the calling thread, or null for an unknown handle.
+  [[nodiscard]] std::shared_ptr<Stream> resolve(hipStream_t stream, int current_device);
+
+  // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
+  std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
+  // hipStreamSynchronize: the null stream also waits for the blocking streams of its device.
+  void synchronize(Stream& stream);
+  void synchronize_device(int device);
+  // No queued or running work on any stream of the device, the null stream included.
+  [[nodiscard]] bool device_idle(int device) const;
+  [[nodiscard]] std::size_t live_streams() const;
+
+ private:
+  [[nodiscard]] Stream& null_stream_locked(int device);
+  [[nodiscard]] std::vector<std::shared_ptr<Stream>> blocking_streams_locked(int device) const;
+
+  static constexpr std::uintptr_t kIdStep = 16;
+  mutable std::mutex mutex_;
+  std::uintptr_t next_id_ = 0x5000;
+  std::unordered_map<std::uintptr_t, std::shared_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<Stream>> null_streams_;
+};
+
+}  // namespace hipxx::core
