@@ -106,4 +106,25 @@ hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
   });
 }
 
+hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device) {
+  return guarded([&](Runtime& runtime) {
+    if (name == nullptr || len <= 0) return hipErrorInvalidValue;
+    if (!runtime.valid_device(device)) return hipErrorInvalidDevice;
+    const std::string& full = runtime.backend().device(device).name;
+    const std::size_t kept = std::min(full.size(), static_cast<std::size_t>(len) - 1);
+    full.copy(name, kept);
+    name[kept] = '\0';
+    return hipSuccess;
+  });
+}
+
+hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t device) {
+  return guarded([&](Runtime& runtime) {
+    if (bytes == nullptr) return hipErrorInvalidValue;
+    if (!runtime.valid_device(device)) return hipErrorInvalidDevice;
+    *bytes = runtime.backend().device(device).total_memory;
+    return hipSuccess;
+  });
+}
+
 }  // extern "C"
