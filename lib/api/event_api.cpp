@@ -53,6 +53,9 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
     const std::shared_ptr<Event> target = runtime.events().resolve(event);
     if (!target) return hipErrorInvalidHandle;
     target->synchronize();
+    if (const std::shared_ptr<EventMarker> marker = target->marker()) {
+      runtime.after_synchronize(marker->stream->traits().device);
+    }
     return hipSuccess;
   });
 }

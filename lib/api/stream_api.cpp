@@ -156,6 +156,7 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
     runtime.streams().synchronize(*target);
+    runtime.after_synchronize(target->traits().device);
     return hipSuccess;
   });
 }
@@ -188,6 +189,7 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     if (flags != 0) return hipErrorInvalidValue;
     const std::shared_ptr<hipxx::core::EventMarker> marker = awaited->marker();
     if (!marker) return hipSuccess;  // an event never recorded is already complete
+    target->note_ordered_after(*marker->stream, marker->sequence);
     runtime.streams().enqueue(*target, [marker] {
       marker->stream->wait_for(marker->sequence);
       return hipSuccess;

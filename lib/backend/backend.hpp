@@ -87,4 +87,8 @@ class Backend {
 // Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.
 [[nodiscard]] std::unique_ptr<Backend> make_host_backend(int device_count);
 
+// The CUDA driver, opened with dlopen("libcuda.so.1") (no build-time CUDA dependency). Null, with the
+// reason in `error`, where the library is absent, cuInit fails or the driver reports no device.
+[[nodiscard]] std::unique_ptr<Backend> make_cuda_backend(std::string& error);
+
 }  // namespace hipxx::backend

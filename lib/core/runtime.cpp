@@ -29,12 +29,18 @@ std::unique_ptr<Runtime> select_runtime() {
   const char* text = std::getenv("HIPXX_BACKEND");
   const std::string_view choice = text == nullptr || *text == '\0' ? std::string_view{"auto"} : text;
   std::string error;
+  // auto: ROCr (once it exists), then CUDA where the driver finds a device, else the host backend.
+  if (choice == "cuda" || choice == "auto") {
+    if (auto cuda = backend::make_cuda_backend(error)) return std::make_unique<Runtime>(std::move(cuda));
+    if (choice == "cuda") return std::make_unique<Runtime>(nullptr, error);
+    error.clear();  // auto falls back to the host backend; why CUDA was passed over is not an error
+  }
   if (choice == "host" || choice == "auto") {
     const int devices = host_device_count(error);
     if (devices == 0) return std::make_unique<Runtime>(nullptr, error);
     return std::make_unique<Runtime>(backend::make_host_backend(devices));
   }
-  if (choice == "rocr" || choice == "cuda") {
+  if (choice == "rocr") {
     error = "the " + std::string{choice} + " backend is not part of this build";
   } else {
     error = "HIPXX_BACKEND must be host, rocr, cuda or auto, not '" + std::string{choice} + "'";
@@ -53,7 +59,8 @@ Runtime& Runtime::instance() {
 Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error)
     : backend_(std::move(backend)),
       selection_error_(std::move(selection_error)),
-      streams_(backend_ ? backend_->device_count() : 0) {
+      streams_(backend_ ? backend_->device_count() : 0),
+      pools_(*this, backend_ ? backend_->device_count() : 0) {
   if (backend_ && backend_->device_count() > 0) granularity_ = backend_->device(0).minimum_granularity;
 }
 
@@ -90,6 +97,13 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
 
 hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
+  if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
+    // hipFree of a stream-ordered allocation waits for the device, then frees at once.
+    streams_.synchronize_device(pool->device());
+    if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
+    pools_.forget_if_drained(pool);
+    return hipSuccess;
+  }
   int device = 0;
   {
     std::shared_lock lock{mutex_};
@@ -234,7 +248,48 @@ hipError_t Runtime::store_word(void* address, std::size_t bytes, std::uint64_t v
 hipError_t Runtime::synchronize() {
   const int device = current_device();
   streams_.synchronize_device(device);
-  return backend_->synchronize(device);
+  const hipError_t result = backend_->synchronize(device);
+  after_synchronize(device);
+  return result;
+}
+
+void Runtime::after_synchronize(int device) { pools_.trim_to_thresholds(device); }
+
+hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  if (!target) return hipErrorInvalidHandle;
+  if (pool == nullptr) {
+    if (const hipError_t error = pools_.current_pool(target->traits().device, &pool); error != hipSuccess) return error;
+  }
+  const std::shared_ptr<MemoryPool> source = pools_.resolve(pool);
+  if (!source) return hipErrorInvalidValue;
+  if (size == 0) {
+    *ptr = nullptr;
+    return hipSuccess;
+  }
+  PoolGrant grant;
+  if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
+  if (grant.wait_stream) {
+    // Reuse across streams with no order between them: the allocating stream waits for the free.
+    target->note_ordered_after(*grant.wait_stream, grant.wait_point);
+    streams_.enqueue(*target, [waited = grant.wait_stream, point = grant.wait_point] {
+      waited->wait_for(point);
+      return hipSuccess;
+    }, /*implicit_ordering=*/false);
+  }
+  *ptr = reinterpret_cast<void*>(grant.address);
+  return hipSuccess;
+}
+
+hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  if (!target) return hipErrorInvalidHandle;
+  const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr));
+  if (!pool || !pool->free(reinterpret_cast<std::uintptr_t>(ptr), target)) return hipErrorInvalidValue;
+  pools_.forget_if_drained(pool);
+  return hipSuccess;
 }
 
 BookCounts Runtime::counts() const {

@@ -6,6 +6,7 @@
 #include "core/address_space.hpp"
 #include "core/allocation_table.hpp"
 #include "core/event.hpp"
+#include "core/pool_registry.hpp"
 #include "core/stream_registry.hpp"
 
 #include <cstddef>
@@ -75,6 +76,13 @@ class Runtime {
   // Streams and events.
   [[nodiscard]] StreamRegistry& streams() noexcept { return streams_; }
   [[nodiscard]] EventRegistry& events() noexcept { return events_; }
+  [[nodiscard]] PoolRegistry& pools() noexcept { return pools_; }
+
+  // The stream-ordered allocator.
+  [[nodiscard]] hipError_t allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream);
+  [[nodiscard]] hipError_t free_async(void* ptr, hipStream_t stream);
+  // What every synchronisation point does after waiting: honour the pools' release thresholds.
+  void after_synchronize(int device);
   // Whether the current device may read (or write) `bytes` at `address`.
   [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const;
   // Single machine words, for stream wait/write value.
@@ -103,6 +111,7 @@ class Runtime {
   mutable AddressSpace address_space_;
   StreamRegistry streams_;
   EventRegistry events_;
+  PoolRegistry pools_;
 };
 
 }  // namespace hipxx::core

@@ -1,8 +1,28 @@
 #include "core/stream.hpp"
 
+#include <algorithm>
+#include <atomic>
+
 namespace hipxx::core {
 
-Stream::Stream(StreamTraits traits) : traits_(std::move(traits)), worker_([this] { run(); }) {}
+namespace {
+std::atomic<std::uint64_t> next_serial{1};
+}  // namespace
+
+Stream::Stream(StreamTraits traits)
+    : traits_(std::move(traits)), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)), worker_([this] { run(); }) {}
+
+void Stream::note_ordered_after(const Stream& other, std::uint64_t point) {
+  std::lock_guard lock{mutex_};
+  std::uint64_t& known = ordered_after_[other.serial()];
+  known = std::max(known, point);
+}
+
+std::uint64_t Stream::known_point(const Stream& other) const {
+  std::lock_guard lock{mutex_};
+  const auto found = ordered_after_.find(other.serial());
+  return found == ordered_after_.end() ? 0 : found->second;
+}
 
 Stream::~Stream() {
   {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,14 +46,22 @@ class Stream {
   // The status of the last task that failed, or hipSuccess.
   [[nodiscard]] hipError_t status() const;
 
+  // Stream-order knowledge for the pool allocator: work queued here from now on runs after
+  // `other` reached `point` (an event wait or a null-stream barrier put that in the queue).
+  void note_ordered_after(const Stream& other, std::uint64_t point);
+  [[nodiscard]] std::uint64_t known_point(const Stream& other) const;
+
   [[nodiscard]] const StreamTraits& traits() const noexcept { return traits_; }
+  [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
 
  private:
   void run();
 
   StreamTraits traits_;
+  std::uint64_t serial_;  // unique for the process, unlike addresses
   mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::uint64_t> ordered_after_;  // other stream's serial -> point
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
   std::deque<std::pair<std::uint64_t, StreamTask>> queue_;

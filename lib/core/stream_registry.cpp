@@ -87,6 +87,7 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
     for (const std::shared_ptr<Stream>& other : blocking_streams_locked(device)) {
       if (other->idle()) continue;
       const std::uint64_t point = other->tail();
+      stream.note_ordered_after(*other, point);
       stream.enqueue([other, point] {
         other->wait_for(point);
         return hipSuccess;
@@ -96,6 +97,7 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
     Stream& null_stream = null_stream_locked(device);
     if (!null_stream.idle()) {
       const std::uint64_t point = null_stream.tail();
+      stream.note_ordered_after(null_stream, point);
       stream.enqueue([&null_stream, point] {
         null_stream.wait_for(point);
         return hipSuccess;

@@ -78,6 +78,7 @@ class HostBackend final : public Backend {
     }
     // Over-reserve by the alignment and trim both ends so the range starts on an aligned address.
     const std::size_t slack = alignment > page_size() ? alignment : 0;
+    if (size > SIZE_MAX - slack) return hipErrorOutOfMemory;  // size + slack would wrap around
     void* raw = mmap(nullptr, size + slack, PROT_NONE, kFlags, -1, 0);
     if (raw == MAP_FAILED) return from_errno(errno);
     const auto start = reinterpret_cast<std::uintptr_t>(raw);
@@ -122,6 +123,7 @@ class HostBackend final : public Backend {
         static_cast<std::size_t>(status.st_size) % page_size() != 0) {
       return hipErrorInvalidValue;
     }
+    if (fcntl(fd, F_GET_SEALS) < 0) return hipErrorInvalidValue;  // not a memfd (shmem): not device memory
     const int mode = fcntl(fd, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);

@@ -1,0 +1,514 @@
+// The CUDA backend: the CUDA driver API, reached through dlopen("libcuda.so.1") so that hipxx needs
+// no CUDA to build, and runs (on another backend) where no NVIDIA driver is installed.
+//
+// How each backend operation maps onto the driver:
+//   reserve / free_reservation  cuMemAddressReserve / cuMemAddressFree
+//   create_physical / release   cuMemCreate (pinned, on the device; POSIX fd handle type when exportable)
+//                               / cuMemRelease
+//   export_fd / import_fd       cuMemExportToShareableHandle / cuMemImportFromShareableHandle
+//   map / unmap                 cuMemMap(va, size, 0, handle, 0) / cuMemUnmap
+//   set_access                  cuMemSetAccess, one descriptor per device granted access (see below)
+//   copy / fill                 cuMemcpy / cuMemsetD8_v2 (unified addressing), then cuCtxSynchronize
+//   load_word / store_word      cuMemcpy of one word (the word may be device memory)
+//   synchronize                 cuCtxSynchronize
+//   allocate / deallocate       cuMemAlloc_v2 / cuMemFree_v2
+//
+// Contexts: every device's primary context is retained once, when the backend starts, and is the one
+// the CUDA runtime uses too, so memory and kernels of an application mixing hipxx with CUDA code meet
+// in the same context. Before each driver call the backend makes the right one current on the calling
+// thread: the named device's for per-device operations, else the thread's current HIP device's.
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_driver.hpp"
+#include "core/runtime.hpp"  // only for the calling thread's current HIP device
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hipxx::backend {
+namespace {
+
+using cuda::CUcontext;
+using cuda::CUdevice;
+using cuda::CUdeviceptr;
+using cuda::CUmemAccess_flags;
+using cuda::CUmemGenericAllocationHandle;
+using cuda::CUresult;
+using cuda::DriverApi;
+
+// Used where the driver cannot tell us a granularity (a device without virtual memory management):
+// the books divide by it, so it must never be zero. 2 MiB is what every VMM-capable NVIDIA GPU reports.
+constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
+
+hipError_t to_hip(CUresult result) noexcept {
+  switch (result) {
+    case cuda::CUDA_SUCCESS: return hipSuccess;
+    case cuda::CUDA_ERROR_INVALID_VALUE: return hipErrorInvalidValue;
+    case cuda::CUDA_ERROR_OUT_OF_MEMORY: return hipErrorOutOfMemory;
+    case cuda::CUDA_ERROR_NOT_INITIALIZED: return hipErrorNotInitialized;
+    case cuda::CUDA_ERROR_NO_DEVICE: return hipErrorNoDevice;
+    case cuda::CUDA_ERROR_INVALID_DEVICE: return hipErrorInvalidDevice;
+    case cuda::CUDA_ERROR_INVALID_HANDLE: return hipErrorInvalidHandle;
+    case cuda::CUDA_ERROR_ILLEGAL_ADDRESS: return hipErrorIllegalAddress;
+    case cuda::CUDA_ERROR_NOT_SUPPORTED: return hipErrorNotSupported;
+    default: return hipErrorUnknown;
+  }
+}
+
+// "CUDA_ERROR_NO_DEVICE (100)", for the messages hipxxGetBackendError returns.
+std::string describe(const DriverApi& api, CUresult result) {
+  const char* name = nullptr;
+  if (api.cuGetErrorName != nullptr && api.cuGetErrorName(result, &name) == cuda::CUDA_SUCCESS && name != nullptr) {
+    return std::string{name} + " (" + std::to_string(result) + ")";
+  }
+  return "CUresult " + std::to_string(result);
+}
+
+CUdeviceptr address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+
+void* pointer_to(CUdeviceptr address) noexcept { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); }
+
+CUmemAccess_flags driver_flags(hipMemAccessFlags flags) noexcept {
+  switch (flags) {
+    case hipMemAccessFlagsProtRead: return cuda::CU_MEM_ACCESS_FLAGS_PROT_READ;
+    case hipMemAccessFlagsProtReadWrite: return cuda::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    default: return cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+}
+
+struct DeviceHandles {
+  CUdevice device = 0;
+  CUcontext context = nullptr;  // the retained primary context
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Takes over the library handle and one retained primary context per device. Neither is given
+  // back: the runtime lives until the process ends, and unloading libcuda after cuInit is unsafe.
+  CudaBackend(const DriverApi& api, std::vector<DeviceHandles> handles, std::vector<DeviceProperties> devices)
+      : api_(api), handles_(std::move(handles)), devices_(std::move(devices)) {}
+
+  std::string_view name() const noexcept override { return "cuda"; }
+  int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
+  const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
+
+  hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    CUdeviceptr at = 0;
+    if (const CUresult result = api_.cuMemAddressReserve(&at, size, alignment, hint, 0); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    *va = pointer_to(at);
+    return hipSuccess;
+  }
+
+  hipError_t free_reservation(void* va, std::size_t size) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    return to_hip(api_.cuMemAddressFree(address_of(va), size));
+  }
+
+  hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
+    if (!valid(device)) return hipErrorInvalidDevice;
+    const DeviceProperties& properties = devices_[static_cast<std::size_t>(device)];
+    if (!properties.virtual_memory || (exportable && !properties.posix_fd_export)) return hipErrorNotSupported;
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    cuda::CUmemAllocationProp prop{};
+    prop.type = cuda::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes =
+        exportable ? cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : cuda::CU_MEM_HANDLE_TYPE_NONE;
+    prop.location = {.type = cuda::CU_MEM_LOCATION_TYPE_DEVICE, .id = handle_of(device)};
+    CUmemGenericAllocationHandle handle = 0;
+    if (const CUresult result = api_.cuMemCreate(&handle, size, &prop, 0); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    out->value = handle;
+    return hipSuccess;
+  }
+
+  hipError_t release_physical(PhysicalHandle handle) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    return to_hip(api_.cuMemRelease(handle.value));
+  }
+
+  hipError_t export_fd(PhysicalHandle handle, int* fd) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    int exported = -1;
+    if (const CUresult result = api_.cuMemExportToShareableHandle(
+            &exported, handle.value, cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    *fd = exported;
+    return hipSuccess;
+  }
+
+  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    // The driver reads the fd and leaves it open: the caller still owns it, as the interface says.
+    CUmemGenericAllocationHandle handle = 0;
+    if (const CUresult result = api_.cuMemImportFromShareableHandle(
+            &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+            cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    out->value = handle;
+    *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
+    return hipSuccess;
+  }
+
+  hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    std::lock_guard lock{mutex_};
+    if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    // A new mapping is inaccessible to every device until cuMemSetAccess.
+    mappings_[address_of(va)] = MappingState{
+        .size = size, .handle = handle.value, .mapped = true, .granted = no_access()};
+    return hipSuccess;
+  }
+
+  hipError_t unmap(void* va, std::size_t size) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    std::lock_guard lock{mutex_};
+    const auto found = mappings_.find(address_of(va));
+    // A mapping whose re-map failed during a revocation (set_access) is already unmapped.
+    if (found == mappings_.end() || found->second.mapped) {
+      if (const CUresult result = api_.cuMemUnmap(address_of(va), size); result != cuda::CUDA_SUCCESS) {
+        return to_hip(result);
+      }
+    }
+    if (found != mappings_.end()) mappings_.erase(found);
+    return hipSuccess;
+  }
+
+  // CUDA grants access with cuMemSetAccess, but does not promise that it takes access away again:
+  // PROT_NONE is documented only as a new mapping's default. So the backend remembers what the driver
+  // grants each device for each mapping, and:
+  //  - where every device keeps at least what it has (only grants are added or raised), it passes one
+  //    descriptor per device whose access is not none, and the driver adds them;
+  //  - where any device would lose access (to none, or from read-write to read), it unmaps the range
+  //    and maps the same physical allocation again at the same address - the contents live in the
+  //    allocation, so they survive - which leaves no device any access, then grants the devices whose
+  //    access is not none. If no device keeps any access, no cuMemSetAccess is needed at all.
+  // The books already refuse hipMemcpy/hipMemset through a device without access; the re-map is what
+  // makes a kernel's access fault as well, as it does on AMD. Like the host backend, revoking access
+  // while kernels still use the range is the application's race.
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    std::lock_guard lock{mutex_};
+    const auto found = mappings_.find(address_of(va));
+    if (found == mappings_.end() || found->second.size != size) return hipErrorInvalidValue;
+    MappingState& mapping = found->second;
+
+    std::vector<CUmemAccess_flags> wanted = no_access();
+    for (const AccessGrant& grant : grants) {
+      if (!valid(grant.device)) return hipErrorInvalidDevice;
+      wanted[static_cast<std::size_t>(grant.device)] = driver_flags(grant.flags);
+    }
+    bool narrows = !mapping.mapped;
+    for (std::size_t device = 0; device < wanted.size(); ++device) {
+      if ((mapping.granted[device] & ~wanted[device]) != 0) narrows = true;
+    }
+    if (narrows) {
+      if (const hipError_t error = remap_locked(address_of(va), mapping); error != hipSuccess) return error;
+    }
+
+    std::vector<cuda::CUmemAccessDesc> descriptors;
+    for (std::size_t device = 0; device < wanted.size(); ++device) {
+      if (wanted[device] == cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE) continue;
+      descriptors.push_back({.location = {.type = cuda::CU_MEM_LOCATION_TYPE_DEVICE,
+                                          .id = handle_of(static_cast<int>(device))},
+                             .flags = wanted[device]});
+    }
+    if (!descriptors.empty()) {
+      if (const CUresult result = api_.cuMemSetAccess(address_of(va), size, descriptors.data(), descriptors.size());
+          result != cuda::CUDA_SUCCESS) {
+        return to_hip(result);  // `granted` still says what the driver grants: unchanged, or none after a re-map
+      }
+    }
+    mapping.granted = std::move(wanted);
+    return hipSuccess;
+  }
+
+  // The runtime has no streams yet, and the books assume that a copy or fill is over when it returns
+  // (an unmap, a revocation or a free may follow at once), so both wait for the device. cuMemcpy alone
+  // would not: device-to-device and pageable host-to-device copies may still be in flight.
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    return to_hip(api_.cuCtxSynchronize());
+  }
+
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    if (const CUresult result = api_.cuMemsetD8_v2(address_of(dst), value, bytes); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    return to_hip(api_.cuCtxSynchronize());
+  }
+
+  // The word may be device memory, which the host cannot dereference, so it moves by cuMemcpy: one
+  // naturally aligned 4- or 8-byte transfer, which the copy engines do not tear (the driver makes no
+  // formal promise). cuMemcpy runs on the legacy default stream, so a load waits for kernels queued
+  // there before it - including the one expected to write the word, which is then seen written.
+  hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
+    if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    std::uint64_t word = 0;
+    if (bytes == sizeof(std::uint32_t)) {
+      std::uint32_t narrow = 0;
+      if (const CUresult result = api_.cuMemcpy(address_of(&narrow), address_of(address), bytes);
+          result != cuda::CUDA_SUCCESS) {
+        return to_hip(result);
+      }
+      word = narrow;
+    } else if (const CUresult result = api_.cuMemcpy(address_of(&word), address_of(address), bytes);
+               result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    *value = word;
+    return hipSuccess;
+  }
+
+  hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    const auto narrow = static_cast<std::uint32_t>(value);
+    const void* source = bytes == sizeof(std::uint32_t) ? static_cast<const void*>(&narrow) : &value;
+    if (const CUresult result = api_.cuMemcpy(address_of(address), address_of(source), bytes);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    // A store from pageable memory may still be in flight when cuMemcpy returns; the source is ours.
+    return to_hip(api_.cuCtxSynchronize());
+  }
+
+  hipError_t synchronize(int device) override {
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    return to_hip(api_.cuCtxSynchronize());
+  }
+
+  hipError_t allocate(int device, std::size_t size, void** out) override {
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    CUdeviceptr at = 0;
+    if (const CUresult result = api_.cuMemAlloc_v2(&at, size); result != cuda::CUDA_SUCCESS) return to_hip(result);
+    {
+      std::lock_guard lock{mutex_};
+      linear_[at] = device;
+    }
+    *out = pointer_to(at);
+    return hipSuccess;
+  }
+
+  hipError_t deallocate(void* ptr, std::size_t /*size*/) override {
+    std::lock_guard lock{mutex_};
+    const auto found = linear_.find(address_of(ptr));
+    const int device = found != linear_.end() ? found->second : current_device();
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    if (const CUresult result = api_.cuMemFree_v2(address_of(ptr)); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    if (found != linear_.end()) linear_.erase(found);
+    return hipSuccess;
+  }
+
+ private:
+  // What the driver grants for one mapping, as far as this backend has told it.
+  struct MappingState {
+    std::size_t size = 0;
+    CUmemGenericAllocationHandle handle = 0;
+    bool mapped = true;  // false only after a revocation's re-map failed: the range is then bare
+    std::vector<CUmemAccess_flags> granted;  // one per device
+  };
+
+  [[nodiscard]] bool valid(int device) const noexcept { return device >= 0 && device < device_count(); }
+
+  [[nodiscard]] CUdevice handle_of(int device) const noexcept {
+    return handles_[static_cast<std::size_t>(device)].device;
+  }
+
+  [[nodiscard]] std::vector<CUmemAccess_flags> no_access() const {
+    return std::vector<CUmemAccess_flags>(devices_.size(), cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  }
+
+  [[nodiscard]] int current_device() const noexcept {
+    const int device = core::Runtime::current_device();
+    return valid(device) ? device : 0;
+  }
+
+  // Makes `device`'s primary context current on the calling thread. The driver's own per-thread
+  // current context is the cache: asking it costs a thread-local read, and unlike a copy kept here it
+  // cannot go stale when the application calls cudaSetDevice or cuCtxSetCurrent on the same thread.
+  hipError_t bind(int device) noexcept {
+    if (!valid(device)) return hipErrorInvalidDevice;
+    const CUcontext wanted = handles_[static_cast<std::size_t>(device)].context;
+    CUcontext current = nullptr;
+    if (api_.cuCtxGetCurrent(&current) == cuda::CUDA_SUCCESS && current == wanted) return hipSuccess;
+    return to_hip(api_.cuCtxSetCurrent(wanted));
+  }
+
+  // For operations on the unified address space, which any of our contexts can perform: the calling
+  // thread's current HIP device, whose access the books have checked for copy and fill.
+  hipError_t bind_calling_thread() noexcept { return bind(current_device()); }
+
+  // Takes every device's access to one mapping away by mapping its allocation afresh.
+  hipError_t remap_locked(CUdeviceptr va, MappingState& mapping) {
+    if (mapping.mapped) {
+      if (const CUresult result = api_.cuMemUnmap(va, mapping.size); result != cuda::CUDA_SUCCESS) {
+        return to_hip(result);
+      }
+      mapping.mapped = false;
+      mapping.granted = no_access();
+    }
+    if (const CUresult result = api_.cuMemMap(va, mapping.size, 0, mapping.handle, 0); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);  // still booked; the next set_access tries again, unmap succeeds at once
+    }
+    mapping.mapped = true;
+    return hipSuccess;
+  }
+
+  const DriverApi api_;
+  const std::vector<DeviceHandles> handles_;
+  const std::vector<DeviceProperties> devices_;
+  std::mutex mutex_;  // guards the two tables below; taken after the books' lock, never before it
+  std::unordered_map<CUdeviceptr, MappingState> mappings_;
+  std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
+};
+
+int attribute(const DriverApi& api, cuda::CUdevice_attribute which, CUdevice device) {
+  int value = 0;
+  return api.cuDeviceGetAttribute(&value, which, device) == cuda::CUDA_SUCCESS ? value : 0;
+}
+
+// The largest granularity the device asks for, over the handle types the backend may request.
+std::size_t granularity_of(const DriverApi& api, CUdevice device, bool posix_fd,
+                           cuda::CUmemAllocationGranularity_flags option) {
+  std::size_t largest = 0;
+  for (const auto type : {cuda::CU_MEM_HANDLE_TYPE_NONE, cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}) {
+    if (type == cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && !posix_fd) continue;
+    cuda::CUmemAllocationProp prop{};
+    prop.type = cuda::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = type;
+    prop.location = {.type = cuda::CU_MEM_LOCATION_TYPE_DEVICE, .id = device};
+    std::size_t granularity = 0;
+    if (api.cuMemGetAllocationGranularity(&granularity, &prop, option) == cuda::CUDA_SUCCESS) {
+      largest = std::max(largest, granularity);
+    }
+  }
+  return largest != 0 ? largest : kFallbackGranularity;
+}
+
+DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordinal) {
+  DeviceProperties properties;
+  char name[256] = {};
+  properties.name = api.cuDeviceGetName(name, static_cast<int>(sizeof name) - 1, device) == cuda::CUDA_SUCCESS
+                        ? std::string{name}
+                        : "CUDA device " + std::to_string(ordinal);
+  std::size_t total = 0;
+  if (api.cuDeviceTotalMem_v2(&total, device) == cuda::CUDA_SUCCESS) properties.total_memory = total;
+  properties.multiprocessor_count = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  properties.virtual_memory = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) != 0;
+  properties.posix_fd_export =
+      properties.virtual_memory &&
+      attribute(api, cuda::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device) != 0;
+  properties.integrated = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_INTEGRATED, device) != 0;
+  if (properties.virtual_memory) {
+    properties.minimum_granularity =
+        granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    properties.recommended_granularity = std::max(
+        properties.minimum_granularity,
+        granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  } else {
+    properties.minimum_granularity = kFallbackGranularity;
+    properties.recommended_granularity = kFallbackGranularity;
+  }
+  return properties;
+}
+
+// Resolves every entry point, or names the ones this libcuda lacks.
+std::string load_entry_points(void* library, DriverApi& api) {
+  std::string missing;
+#define HIPXX_CUDA_RESOLVE_ENTRY_POINT(name, type)                                    \
+  if (void* symbol = dlsym(library, #name); symbol != nullptr) {                      \
+    api.name = reinterpret_cast<decltype(api.name)>(symbol);                          \
+  } else {                                                                            \
+    missing += (missing.empty() ? "" : ", ") + std::string{#name};                    \
+  }
+  HIPXX_CUDA_DRIVER_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_ENTRY_POINT)
+#undef HIPXX_CUDA_RESOLVE_ENTRY_POINT
+  return missing;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(std::string& error) {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    error = "the CUDA backend needs the NVIDIA driver's libcuda.so.1, which could not be loaded: " +
+            std::string{why != nullptr ? why : "no reason given"};
+    return nullptr;
+  }
+  DriverApi api;
+  if (const std::string missing = load_entry_points(library, api); !missing.empty()) {
+    dlclose(library);  // nothing of it has run yet
+    error = "libcuda.so.1 lacks " + missing + " (the CUDA backend needs a driver for CUDA 10.2 or later)";
+    return nullptr;
+  }
+  // From here on the library stays loaded even on failure: a driver that ran cuInit may have started
+  // threads or registered exit handlers that would then point into unmapped code.
+  if (const CUresult result = api.cuInit(0); result != cuda::CUDA_SUCCESS) {
+    error = "cuInit failed with " + describe(api, result);
+    if (result == cuda::CUDA_ERROR_NO_DEVICE) error += ": the CUDA driver sees no device";
+    if (result == cuda::CUDA_ERROR_STUB_LIBRARY) {
+      error += ": the libcuda.so.1 found is the CUDA toolkit's link stub, not the NVIDIA driver";
+    }
+    return nullptr;
+  }
+  int count = 0;
+  if (const CUresult result = api.cuDeviceGetCount(&count); result != cuda::CUDA_SUCCESS) {
+    error = "cuDeviceGetCount failed with " + describe(api, result);
+    return nullptr;
+  }
+  if (count <= 0) {
+    error = "the CUDA driver loaded but reports no devices";
+    return nullptr;
+  }
+
+  std::vector<DeviceHandles> handles;
+  std::vector<DeviceProperties> devices;
+  const auto release_retained = [&] {
+    for (const DeviceHandles& retained : handles) (void)api.cuDevicePrimaryCtxRelease_v2(retained.device);
+  };
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    DeviceHandles device;
+    if (const CUresult result = api.cuDeviceGet(&device.device, ordinal); result != cuda::CUDA_SUCCESS) {
+      release_retained();
+      error = "cuDeviceGet(" + std::to_string(ordinal) + ") failed with " + describe(api, result);
+      return nullptr;
+    }
+    if (const CUresult result = api.cuDevicePrimaryCtxRetain(&device.context, device.device);
+        result != cuda::CUDA_SUCCESS) {
+      release_retained();
+      error = "could not retain the primary context of CUDA device " + std::to_string(ordinal) + ": " +
+              describe(api, result) + " (is it in exclusive-process mode and used by another process?)";
+      return nullptr;
+    }
+    handles.push_back(device);
+    devices.push_back(properties_of(api, device.device, ordinal));
+  }
+  return std::make_unique<CudaBackend>(api, std::move(handles), std::move(devices));
+}
+
+}  // namespace hipxx::backend

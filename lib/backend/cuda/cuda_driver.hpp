@@ -1,0 +1,148 @@
+// Our own declarations of the few CUDA driver types and entry points the CUDA backend uses, so that
+// hipxx builds with no CUDA headers and links with no CUDA library: libcuda.so.1 is opened with
+// dlopen at run time and each entry point is looked up with dlsym.
+//
+// Every name, value and layout here is part of the driver's stable C ABI (x86-64 / aarch64 Linux,
+// LP64). Enumerations are given a fixed `int` underlying type, which is what a C compiler gives the
+// driver's own enums, so they pass and lay out exactly as the driver expects.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace hipxx::backend::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;  // a device address; with unified addressing, any address
+using CUcontext = struct CUctx_st*;
+using CUmemGenericAllocationHandle = unsigned long long;
+
+// CUresult values the backend translates to hipError_t (the rest become hipErrorUnknown) or explains.
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;  // only for a clearer message
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+
+enum CUdevice_attribute : int {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_INTEGRATED = 18,
+  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
+};
+
+enum CUmemAllocationType : int {
+  CU_MEM_ALLOCATION_TYPE_INVALID = 0,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+};
+
+enum CUmemAllocationHandleType : int {
+  CU_MEM_HANDLE_TYPE_NONE = 0,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1,
+};
+
+enum CUmemLocationType : int {
+  CU_MEM_LOCATION_TYPE_INVALID = 0,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+};
+
+// Bit sets: READWRITE includes READ.
+enum CUmemAccess_flags : int {
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+};
+
+enum CUmemAllocationGranularity_flags : int {
+  CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+};
+
+struct CUmemLocation {
+  CUmemLocationType type;
+  int id;  // a CUdevice when type is CU_MEM_LOCATION_TYPE_DEVICE
+};
+
+struct CUmemAllocationProp {
+  CUmemAllocationType type;
+  CUmemAllocationHandleType requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+};
+
+// The layouts the driver reads; a mismatch here would corrupt every cuMemCreate and cuMemSetAccess.
+static_assert(sizeof(CUmemLocation) == 8);
+static_assert(offsetof(CUmemAllocationProp, requestedHandleTypes) == 4);
+static_assert(offsetof(CUmemAllocationProp, location) == 8);
+static_assert(offsetof(CUmemAllocationProp, win32HandleMetaData) == 16);
+static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24);
+static_assert(sizeof(CUmemAllocationProp) == 32);
+static_assert(sizeof(CUmemAccessDesc) == 12);
+static_assert(sizeof(CUdeviceptr) == sizeof(void*));
+
+// The entry points, by the exact symbol each is exported as. Where the driver exports an old and
+// a `_v2` symbol, the old one has 32-bit sizes or a different meaning: only the `_v2` is declared.
+// `cuMemcpy` and `cuMemsetD8_v2` are the legacy-default-stream variants (not `_ptds`), so they are
+// ordered with kernels the CUDA runtime launches on the default stream of the same primary context.
+#define HIPXX_CUDA_DRIVER_ENTRY_POINTS(X)                                                                  \
+  X(cuInit, CUresult (*)(unsigned int flags))                                                              \
+  X(cuGetErrorName, CUresult (*)(CUresult error, const char** name))                                       \
+  X(cuDeviceGetCount, CUresult (*)(int* count))                                                            \
+  X(cuDeviceGet, CUresult (*)(CUdevice * device, int ordinal))                                             \
+  X(cuDeviceGetName, CUresult (*)(char* name, int length, CUdevice device))                                \
+  X(cuDeviceTotalMem_v2, CUresult (*)(std::size_t * bytes, CUdevice device))                               \
+  X(cuDeviceGetAttribute, CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device))         \
+  X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext * context, CUdevice device))                          \
+  X(cuDevicePrimaryCtxRelease_v2, CUresult (*)(CUdevice device))                                           \
+  X(cuCtxGetCurrent, CUresult (*)(CUcontext * context))                                                    \
+  X(cuCtxSetCurrent, CUresult (*)(CUcontext context))                                                      \
+  X(cuCtxSynchronize, CUresult (*)())                                                                      \
+  X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes))                                     \
+  X(cuMemFree_v2, CUresult (*)(CUdeviceptr ptr))                                                           \
+  X(cuMemcpy, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                           \
+  X(cuMemsetD8_v2, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count))                  \
+  X(cuMemAddressReserve, CUresult (*)(CUdeviceptr * ptr, std::size_t size, std::size_t alignment,          \
+                                      CUdeviceptr hint, unsigned long long flags))                         \
+  X(cuMemAddressFree, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                     \
+  X(cuMemCreate, CUresult (*)(CUmemGenericAllocationHandle * handle, std::size_t size,                     \
+                              const CUmemAllocationProp* properties, unsigned long long flags))            \
+  X(cuMemRelease, CUresult (*)(CUmemGenericAllocationHandle handle))                                       \
+  X(cuMemMap, CUresult (*)(CUdeviceptr ptr, std::size_t size, std::size_t offset,                          \
+                           CUmemGenericAllocationHandle handle, unsigned long long flags))                 \
+  X(cuMemUnmap, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                           \
+  X(cuMemSetAccess, CUresult (*)(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* descriptors,   \
+                                 std::size_t count))                                                       \
+  X(cuMemExportToShareableHandle, CUresult (*)(void* shareable, CUmemGenericAllocationHandle handle,       \
+                                               CUmemAllocationHandleType type, unsigned long long flags))  \
+  X(cuMemImportFromShareableHandle, CUresult (*)(CUmemGenericAllocationHandle * handle, void* os_handle,   \
+                                                 CUmemAllocationHandleType type))                          \
+  X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity,                                 \
+                                                const CUmemAllocationProp* properties,                     \
+                                                CUmemAllocationGranularity_flags option))
+
+// One function pointer per entry point, named as the symbol; all set once `load` succeeds.
+struct DriverApi {
+#define HIPXX_CUDA_DECLARE_ENTRY_POINT(name, type) std::type_identity_t<type> name = nullptr;
+  HIPXX_CUDA_DRIVER_ENTRY_POINTS(HIPXX_CUDA_DECLARE_ENTRY_POINT)
+#undef HIPXX_CUDA_DECLARE_ENTRY_POINT
+};
+
+}  // namespace hipxx::backend::cuda

@@ -1,0 +1,161 @@
+#include "core/pool_registry.hpp"
+
+#include "core/runtime.hpp"
+
+#include <algorithm>
+
+namespace hipxx::core {
+namespace {
+
+std::uintptr_t id_of(hipMemPool_t pool) noexcept { return reinterpret_cast<std::uintptr_t>(pool); }
+
+hipError_t check_properties(const Runtime& runtime, const hipMemPoolProps& properties) {
+  if (properties.allocType != hipMemAllocationTypePinned || properties.location.type != hipMemLocationTypeDevice ||
+      !runtime.valid_device(properties.location.id)) {
+    return hipErrorInvalidValue;
+  }
+  switch (properties.handleTypes) {
+    case hipMemHandleTypeNone:
+    case hipMemHandleTypePosixFileDescriptor:
+      break;
+    case hipMemHandleTypeWin32:
+    case hipMemHandleTypeWin32Kmt:
+      return hipErrorNotSupported;
+    default:
+      return hipErrorInvalidValue;
+  }
+  const bool reserved_clear = std::all_of(std::begin(properties.reserved), std::end(properties.reserved),
+                                          [](unsigned char byte) { return byte == 0; });
+  return reserved_clear ? hipSuccess : hipErrorInvalidValue;
+}
+
+}  // namespace
+
+PoolRegistry::PoolRegistry(Runtime& runtime, int device_count)
+    : runtime_(runtime),
+      default_pools_(static_cast<std::size_t>(device_count), nullptr),
+      current_pools_(static_cast<std::size_t>(device_count), nullptr) {}
+
+hipMemPool_t PoolRegistry::add_locked(std::shared_ptr<MemoryPool> pool) {
+  const std::uintptr_t id = next_id_;
+  next_id_ += kIdStep;
+  by_address_.emplace(pool->base(), pool);
+  named_.emplace(id, std::move(pool));
+  return reinterpret_cast<hipMemPool_t>(id);
+}
+
+hipError_t PoolRegistry::create(hipMemPool_t* pool, const hipMemPoolProps* properties) {
+  if (pool == nullptr || properties == nullptr) return hipErrorInvalidValue;
+  if (const hipError_t error = check_properties(runtime_, *properties); error != hipSuccess) return error;
+  std::shared_ptr<MemoryPool> created;
+  if (const hipError_t error = MemoryPool::create(runtime_, *properties, &created); error != hipSuccess) return error;
+  std::lock_guard lock{mutex_};
+  *pool = add_locked(std::move(created));
+  return hipSuccess;
+}
+
+hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
+  std::shared_ptr<MemoryPool> doomed;
+  {
+    std::lock_guard lock{mutex_};
+    const auto found = named_.find(id_of(pool));
+    if (found == named_.end() || std::find(default_pools_.begin(), default_pools_.end(), pool) != default_pools_.end()) {
+      return hipErrorInvalidValue;
+    }
+    doomed = found->second;
+    doomed->orphan();
+    named_.erase(found);
+    // A device whose current pool this was goes back to its default pool.
+    for (std::size_t device = 0; device < current_pools_.size(); ++device) {
+      if (current_pools_[device] == pool) current_pools_[device] = default_pools_[device];
+    }
+    if (doomed->live_allocations() == 0) by_address_.erase(doomed->base());
+  }
+  // The last reference may be this one: its memory is unmapped outside the registry's lock.
+  doomed.reset();
+  return hipSuccess;
+}
+
+std::shared_ptr<MemoryPool> PoolRegistry::resolve(hipMemPool_t pool) const {
+  std::lock_guard lock{mutex_};
+  const auto found = named_.find(id_of(pool));
+  return found == named_.end() ? nullptr : found->second;
+}
+
+hipError_t PoolRegistry::default_pool_locked(int device, hipMemPool_t* pool) {
+  hipMemPool_t& slot = default_pools_.at(static_cast<std::size_t>(device));
+  if (slot == nullptr) {
+    hipMemPoolProps properties{};
+    properties.allocType = hipMemAllocationTypePinned;
+    properties.handleTypes = hipMemHandleTypeNone;
+    properties.location.type = hipMemLocationTypeDevice;
+    properties.location.id = device;
+    std::shared_ptr<MemoryPool> created;
+    if (const hipError_t error = MemoryPool::create(runtime_, properties, &created); error != hipSuccess) return error;
+    slot = add_locked(std::move(created));
+  }
+  *pool = slot;
+  return hipSuccess;
+}
+
+hipError_t PoolRegistry::default_pool(int device, hipMemPool_t* pool) {
+  if (pool == nullptr) return hipErrorInvalidValue;
+  if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
+  std::lock_guard lock{mutex_};
+  return default_pool_locked(device, pool);
+}
+
+hipError_t PoolRegistry::current_pool(int device, hipMemPool_t* pool) {
+  if (pool == nullptr) return hipErrorInvalidValue;
+  if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
+  std::lock_guard lock{mutex_};
+  const hipMemPool_t current = current_pools_.at(static_cast<std::size_t>(device));
+  if (current != nullptr) {
+    *pool = current;
+    return hipSuccess;
+  }
+  return default_pool_locked(device, pool);
+}
+
+hipError_t PoolRegistry::set_current_pool(int device, hipMemPool_t pool) {
+  if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
+  std::lock_guard lock{mutex_};
+  const auto found = named_.find(id_of(pool));
+  if (found == named_.end() || found->second->device() != device) return hipErrorInvalidValue;
+  current_pools_.at(static_cast<std::size_t>(device)) = pool;
+  return hipSuccess;
+}
+
+std::shared_ptr<MemoryPool> PoolRegistry::owner_of(std::uintptr_t address) const {
+  std::lock_guard lock{mutex_};
+  auto after = by_address_.upper_bound(address);
+  if (after == by_address_.begin()) return nullptr;
+  const std::shared_ptr<MemoryPool>& candidate = std::prev(after)->second;
+  return candidate->owns(address) ? candidate : nullptr;
+}
+
+void PoolRegistry::forget_if_drained(const std::shared_ptr<MemoryPool>& pool) {
+  if (!pool->orphaned()) return;
+  std::shared_ptr<MemoryPool> released;
+  {
+    std::lock_guard lock{mutex_};
+    if (!pool->orphaned() || pool->live_allocations() != 0) return;
+    const auto found = by_address_.find(pool->base());
+    if (found == by_address_.end()) return;
+    released = std::move(found->second);
+    by_address_.erase(found);
+  }
+}
+
+void PoolRegistry::trim_to_thresholds(int device) {
+  std::vector<std::shared_ptr<MemoryPool>> pools;
+  {
+    std::lock_guard lock{mutex_};
+    for (const auto& [base, pool] : by_address_) {
+      if (pool->device() == device) pools.push_back(pool);
+    }
+  }
+  for (const std::shared_ptr<MemoryPool>& pool : pools) pool->trim_to_threshold();
+}
+
+}  // namespace hipxx::core

@@ -1,0 +1,50 @@
+// The pools the application can name: hipMemPool_t values are never-reused numbers. Each device
+// has a default pool, created on first use, and a current pool that hipMallocAsync draws from. A
+// destroyed pool with outstanding allocations stays alive, unnamed, until the last one is freed.
+#pragma once
+
+#include "core/memory_pool.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace hipxx::core {
+
+class PoolRegistry {
+ public:
+  explicit PoolRegistry(Runtime& runtime, int device_count);
+
+  [[nodiscard]] hipError_t create(hipMemPool_t* pool, const hipMemPoolProps* properties);
+  [[nodiscard]] hipError_t destroy(hipMemPool_t pool);
+  [[nodiscard]] std::shared_ptr<MemoryPool> resolve(hipMemPool_t pool) const;
+
+  [[nodiscard]] hipError_t default_pool(int device, hipMemPool_t* pool);
+  [[nodiscard]] hipError_t current_pool(int device, hipMemPool_t* pool);
+  [[nodiscard]] hipError_t set_current_pool(int device, hipMemPool_t pool);
+
+  // The pool (live or destroyed) whose range holds `address`.
+  [[nodiscard]] std::shared_ptr<MemoryPool> owner_of(std::uintptr_t address) const;
+  // Lets a destroyed pool go once its last allocation is freed.
+  void forget_if_drained(const std::shared_ptr<MemoryPool>& pool);
+  // Synchronisation points honour each pool's release threshold.
+  void trim_to_thresholds(int device);
+
+ private:
+  [[nodiscard]] hipError_t default_pool_locked(int device, hipMemPool_t* pool);
+  hipMemPool_t add_locked(std::shared_ptr<MemoryPool> pool);
+
+  static constexpr std::uintptr_t kIdStep = 16;
+  Runtime& runtime_;
+  mutable std::mutex mutex_;
+  std::uintptr_t next_id_ = 0x7000;
+  std::unordered_map<std::uintptr_t, std::shared_ptr<MemoryPool>> named_;
+  std::map<std::uintptr_t, std::shared_ptr<MemoryPool>> by_address_;  // named and destroyed-but-busy
+  std::vector<hipMemPool_t> default_pools_;
+  std::vector<hipMemPool_t> current_pools_;
+};
+
+}  // namespace hipxx::core
