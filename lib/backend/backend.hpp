@@ -79,9 +79,21 @@ class Backend {
   [[nodiscard]] virtual hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) = 0;
   [[nodiscard]] virtual hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) = 0;
 
-  // Plain device allocations (hipMalloc).
+  // Plain device allocations (hipMalloc); deallocate also frees managed memory.
   [[nodiscard]] virtual hipError_t allocate(int device, std::size_t size, void** out) = 0;
   [[nodiscard]] virtual hipError_t deallocate(void* ptr, std::size_t size) = 0;
+
+  // Managed memory: one pointer valid on the host and on every device. `device` may be
+  // hipCpuDeviceId where HIP allows the host as a location.
+  [[nodiscard]] virtual hipError_t allocate_managed(std::size_t size, unsigned flags, void** out) = 0;
+  [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
+  [[nodiscard]] virtual hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) = 0;
+
+  // Legacy IPC of plain allocations. The handle's 64 bytes are the backend's own format; a handle
+  // from this same process is refused with hipErrorInvalidContext.
+  [[nodiscard]] virtual hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) = 0;
+  [[nodiscard]] virtual hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) = 0;
+  [[nodiscard]] virtual hipError_t ipc_close(void* ptr, std::size_t size) = 0;
 };
 
 // Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.

@@ -69,6 +69,11 @@ std::optional<LinearAllocation> AddressSpace::take_linear(std::uintptr_t base) {
   return taken;
 }
 
+LinearAllocation* AddressSpace::linear_at(std::uintptr_t base) {
+  const auto found = linear_.find(base);
+  return found == linear_.end() ? nullptr : &found->second;
+}
+
 const LinearAllocation* AddressSpace::linear_containing(std::uintptr_t address) const {
   auto after = linear_.upper_bound(address);
   if (after == linear_.begin()) return nullptr;

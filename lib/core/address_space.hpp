@@ -36,10 +36,14 @@ struct Reservation {
   }
 };
 
+enum class LinearKind { device, managed, ipc_opened };
+
 struct LinearAllocation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   int device = 0;
+  LinearKind kind = LinearKind::device;
+  int opens = 0;  // ipc_opened: hipIpcOpenMemHandle calls not yet closed
 };
 
 // Not synchronised: the caller holds the runtime's lock.
@@ -61,6 +65,7 @@ class AddressSpace {
   void add_linear(const LinearAllocation& allocation);
   [[nodiscard]] std::optional<LinearAllocation> take_linear(std::uintptr_t base);
   [[nodiscard]] const LinearAllocation* linear_containing(std::uintptr_t address) const;
+  [[nodiscard]] LinearAllocation* linear_at(std::uintptr_t base);
 
   // Whether `bytes` from `address` are usable by `device` for a copy: inside tracked memory they
   // must be mapped end to end with at least `needed` access; untracked memory is the host's.

@@ -1,5 +1,7 @@
 #include "core/runtime.hpp"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
@@ -60,13 +62,16 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
     : backend_(std::move(backend)),
       selection_error_(std::move(selection_error)),
       streams_(backend_ ? backend_->device_count() : 0),
-      pools_(*this, backend_ ? backend_->device_count() : 0) {
+      pools_(*this, backend_ ? backend_->device_count() : 0),
+      managed_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
   if (backend_ && backend_->device_count() > 0) granularity_ = backend_->device(0).minimum_granularity;
 }
 
 hipError_t Runtime::status() const noexcept { return device_count() > 0 ? hipSuccess : hipErrorNoDevice; }
 
 int Runtime::current_device() noexcept { return current_device_ordinal; }
+
+void adopt_device(int device) noexcept { current_device_ordinal = device; }
 
 hipError_t Runtime::set_current_device(int device) noexcept {
   if (!valid_device(device)) return hipErrorInvalidDevice;
@@ -108,7 +113,11 @@ hipError_t Runtime::deallocate(void* ptr) {
   {
     std::shared_lock lock{mutex_};
     const LinearAllocation* linear = address_space_.linear_containing(reinterpret_cast<std::uintptr_t>(ptr));
-    if (linear == nullptr || linear->base != reinterpret_cast<std::uintptr_t>(ptr)) return hipErrorInvalidValue;
+    // Memory opened with hipIpcOpenMemHandle is closed with hipIpcCloseMemHandle, never freed.
+    if (linear == nullptr || linear->base != reinterpret_cast<std::uintptr_t>(ptr) ||
+        linear->kind == LinearKind::ipc_opened) {
+      return hipErrorInvalidValue;
+    }
     device = linear->device;
   }
   // Like hipFree on a GPU: queued work that may still use the memory finishes first.
@@ -117,6 +126,7 @@ hipError_t Runtime::deallocate(void* ptr) {
   std::unique_lock lock{mutex_};
   const auto taken = address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
   if (!taken) return hipErrorInvalidValue;  // another thread freed it meanwhile
+  if (taken->kind == LinearKind::managed) managed_.remove(taken->base);
   return backend_->deallocate(ptr, taken->size);
 }
 

@@ -6,6 +6,7 @@
 #include "core/address_space.hpp"
 #include "core/allocation_table.hpp"
 #include "core/event.hpp"
+#include "core/managed_memory.hpp"
 #include "core/pool_registry.hpp"
 #include "core/stream_registry.hpp"
 
@@ -81,6 +82,20 @@ class Runtime {
   // The stream-ordered allocator.
   [[nodiscard]] hipError_t allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream);
   [[nodiscard]] hipError_t free_async(void* ptr, hipStream_t stream);
+  // Managed memory.
+  [[nodiscard]] hipError_t allocate_managed(void** ptr, std::size_t size, unsigned flags);
+  [[nodiscard]] hipError_t prefetch(const void* ptr, std::size_t bytes, int device, hipStream_t stream);
+  [[nodiscard]] hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device);
+  [[nodiscard]] hipError_t range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute,
+                                           const void* ptr, std::size_t bytes) const;
+  [[nodiscard]] hipError_t attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags);
+  [[nodiscard]] ManagedMemory& managed() noexcept { return managed_; }
+
+  // Legacy IPC.
+  [[nodiscard]] hipError_t ipc_get_handle(hipIpcMemHandle_t* handle, void* ptr);
+  [[nodiscard]] hipError_t ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsigned flags);
+  [[nodiscard]] hipError_t ipc_close(void* ptr);
+
   // What every synchronisation point does after waiting: honour the pools' release thresholds.
   void after_synchronize(int device);
   // Whether the current device may read (or write) `bytes` at `address`.
@@ -94,6 +109,9 @@ class Runtime {
  private:
   [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept;
   [[nodiscard]] bool granular(std::uintptr_t value) const noexcept;
+  [[nodiscard]] bool valid_location_or_host(int device) const noexcept {
+    return device == hipCpuDeviceId || valid_device(device);
+  }
   [[nodiscard]] hipError_t drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const std::vector<hipMemAccessFlags>& access);
 
@@ -112,6 +130,7 @@ class Runtime {
   StreamRegistry streams_;
   EventRegistry events_;
   PoolRegistry pools_;
+  ManagedMemory managed_;
 };
 
 }  // namespace hipxx::core

@@ -5,6 +5,10 @@
 
 namespace hipxx::core {
 
+// Defined with the runtime: makes the calling thread's current device the stream's, so backend
+// calls made by stream work act on the stream's device.
+void adopt_device(int device) noexcept;
+
 namespace {
 std::atomic<std::uint64_t> next_serial{1};
 }  // namespace
@@ -75,6 +79,7 @@ hipError_t Stream::status() const {
 }
 
 void Stream::run() {
+  adopt_device(traits_.device);
   std::unique_lock lock{mutex_};
   for (;;) {
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

@@ -24,6 +24,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -55,6 +57,7 @@ hipError_t to_hip(CUresult result) noexcept {
     case cuda::CUDA_ERROR_NO_DEVICE: return hipErrorNoDevice;
     case cuda::CUDA_ERROR_INVALID_DEVICE: return hipErrorInvalidDevice;
     case cuda::CUDA_ERROR_INVALID_HANDLE: return hipErrorInvalidHandle;
+    case cuda::CUDA_ERROR_INVALID_CONTEXT: return hipErrorInvalidContext;
     case cuda::CUDA_ERROR_ILLEGAL_ADDRESS: return hipErrorIllegalAddress;
     case cuda::CUDA_ERROR_NOT_SUPPORTED: return hipErrorNotSupported;
     default: return hipErrorUnknown;
@@ -321,6 +324,78 @@ class CudaBackend final : public Backend {
     }
     if (found != linear_.end()) linear_.erase(found);
     return hipSuccess;
+  }
+
+  hipError_t allocate_managed(std::size_t size, unsigned flags, void** out) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    CUdeviceptr at = 0;
+    const unsigned attach = flags == hipMemAttachHost ? cuda::CU_MEM_ATTACH_HOST : cuda::CU_MEM_ATTACH_GLOBAL;
+    if (const CUresult result = api_.cuMemAllocManaged(&at, size, attach); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    *out = pointer_to(at);
+    return hipSuccess;
+  }
+
+  // The runtime's streams run their work in order on host threads, so the prefetch completes here.
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    const CUdevice target = device == hipCpuDeviceId ? cuda::CU_DEVICE_CPU : handles_.at(static_cast<std::size_t>(device)).device;
+    if (const CUresult result = api_.cuMemPrefetchAsync(address_of(ptr), bytes, target, nullptr);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    return to_hip(api_.cuCtxSynchronize());
+  }
+
+  hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) override {
+    cuda::CUmem_advise driver_advice{};
+    switch (advice) {
+      case hipMemAdviseSetReadMostly: driver_advice = cuda::CU_MEM_ADVISE_SET_READ_MOSTLY; break;
+      case hipMemAdviseUnsetReadMostly: driver_advice = cuda::CU_MEM_ADVISE_UNSET_READ_MOSTLY; break;
+      case hipMemAdviseSetPreferredLocation: driver_advice = cuda::CU_MEM_ADVISE_SET_PREFERRED_LOCATION; break;
+      case hipMemAdviseUnsetPreferredLocation: driver_advice = cuda::CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION; break;
+      case hipMemAdviseSetAccessedBy: driver_advice = cuda::CU_MEM_ADVISE_SET_ACCESSED_BY; break;
+      case hipMemAdviseUnsetAccessedBy: driver_advice = cuda::CU_MEM_ADVISE_UNSET_ACCESSED_BY; break;
+      // Coarse grain is AMD's coherence model; NVIDIA managed memory has one model, so the advice is
+      // kept by the books for range queries and there is nothing to tell the driver.
+      default: return hipSuccess;
+    }
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    const CUdevice target = device == hipCpuDeviceId || device < 0 ? cuda::CU_DEVICE_CPU
+                                                                   : handles_.at(static_cast<std::size_t>(device)).device;
+    return to_hip(api_.cuMemAdvise(address_of(ptr), bytes, driver_advice, target));
+  }
+
+  hipError_t ipc_get_handle(void* ptr, std::size_t /*size*/, hipIpcMemHandle_t* handle) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    cuda::CUipcMemHandle driver_handle{};
+    if (const CUresult result = api_.cuIpcGetMemHandle(&driver_handle, address_of(ptr)); result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    static_assert(sizeof(driver_handle) == sizeof(*handle));
+    std::memcpy(handle, &driver_handle, sizeof driver_handle);
+    return hipSuccess;
+  }
+
+  hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    cuda::CUipcMemHandle driver_handle{};
+    std::memcpy(&driver_handle, &handle, sizeof driver_handle);
+    CUdeviceptr at = 0;
+    if (const CUresult result = api_.cuIpcOpenMemHandle_v2(&at, driver_handle, cuda::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
+    // The driver does not report the size; the books then accept any range from the base.
+    *ptr = pointer_to(at);
+    *size = std::numeric_limits<std::uintptr_t>::max() - at;
+    return hipSuccess;
+  }
+
+  hipError_t ipc_close(void* ptr, std::size_t /*size*/) override {
+    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    return to_hip(api_.cuIpcCloseMemHandle(address_of(ptr)));
   }
 
  private:

@@ -27,6 +27,7 @@ inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;  // only for a clearer message
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
@@ -65,6 +66,27 @@ enum CUmemAllocationGranularity_flags : int {
   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
 };
 
+using CUstream = struct CUstream_st*;
+
+inline constexpr CUdevice CU_DEVICE_CPU = -1;
+inline constexpr unsigned CU_MEM_ATTACH_GLOBAL = 0x1;
+inline constexpr unsigned CU_MEM_ATTACH_HOST = 0x2;
+inline constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+
+enum CUmem_advise : int {
+  CU_MEM_ADVISE_SET_READ_MOSTLY = 1,
+  CU_MEM_ADVISE_UNSET_READ_MOSTLY = 2,
+  CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
+  CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+  CU_MEM_ADVISE_SET_ACCESSED_BY = 5,
+  CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6,
+};
+
+// 64 opaque bytes, passed by value.
+struct CUipcMemHandle {
+  char reserved[64];
+};
+
 struct CUmemLocation {
   CUmemLocationType type;
   int id;  // a CUdevice when type is CU_MEM_LOCATION_TYPE_DEVICE
@@ -97,9 +119,13 @@ static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24);
 static_assert(sizeof(CUmemAllocationProp) == 32);
 static_assert(sizeof(CUmemAccessDesc) == 12);
 static_assert(sizeof(CUdeviceptr) == sizeof(void*));
+static_assert(sizeof(CUipcMemHandle) == 64);
 
-// The entry points, by the exact symbol each is exported as. Where the driver exports an old and
-// a `_v2` symbol, the old one has 32-bit sizes or a different meaning: only the `_v2` is declared.
+// The entry points, by the exact symbol each is exported as. Where cuda.h maps a name to `_v2`
+// (cuMemAlloc, cuMemFree, cuMemsetD8, cuDeviceTotalMem, cuDevicePrimaryCtxRelease), the unversioned
+// symbol is the old ABI with 32-bit sizes: only the `_v2` is declared. cuCtxSynchronize is the
+// exception: cuda.h keeps the unversioned name, and cuCtxSynchronize_v2 (CUDA 13) is a different
+// call that takes a context.
 // `cuMemcpy` and `cuMemsetD8_v2` are the legacy-default-stream variants (not `_ptds`), so they are
 // ordered with kernels the CUDA runtime launches on the default stream of the same primary context.
 #define HIPXX_CUDA_DRIVER_ENTRY_POINTS(X)                                                                  \
@@ -136,7 +162,13 @@ static_assert(sizeof(CUdeviceptr) == sizeof(void*));
                                                  CUmemAllocationHandleType type))                          \
   X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity,                                 \
                                                 const CUmemAllocationProp* properties,                     \
-                                                CUmemAllocationGranularity_flags option))
+                                                CUmemAllocationGranularity_flags option))                  \
+  X(cuMemAllocManaged, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, unsigned int flags))             \
+  X(cuMemPrefetchAsync, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUdevice device, CUstream stream)) \
+  X(cuMemAdvise, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUmem_advise advice, CUdevice device))   \
+  X(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle * handle, CUdeviceptr ptr))                             \
+  X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr * ptr, CUipcMemHandle handle, unsigned int flags))     \
+  X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr ptr))
 
 // One function pointer per entry point, named as the symbol; all set once `load` succeeds.
 struct DriverApi {

@@ -3,6 +3,7 @@
 // over the reservation, access is mprotect, and a shareable handle is a dup of the memfd that
 // another process can receive over a Unix socket and map for real.
 #include "backend/backend.hpp"
+#include "backend/host/host_ipc.hpp"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -187,11 +188,47 @@ class HostBackend final : public Backend {
   }
 
   hipError_t deallocate(void* ptr, std::size_t size) override {
+    ipc_exports_.forget(ptr);
     return munmap(ptr, size) == 0 ? hipSuccess : hipErrorInvalidValue;
   }
 
+  hipError_t allocate_managed(std::size_t size, unsigned /*flags*/, void** out) override {
+    // Shared, so that a fork()ed child sees the same managed memory, as it would see a GPU's.
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) return from_errno(errno);
+    *out = at;
+    return hipSuccess;
+  }
+
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    // Every device is this host, so there is nothing to migrate; a prefetch to the CPU still asks
+    // the kernel to fault the pages in, which is what such a prefetch is for.
+    if (device != hipCpuDeviceId) return hipSuccess;
+    const std::uintptr_t page = page_size();
+    const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(ptr) / page * page;
+    const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(ptr) + bytes + page - 1) / page * page;
+    return madvise(reinterpret_cast<void*>(start), end - start, MADV_WILLNEED) == 0 ? hipSuccess : from_errno(errno);
+  }
+
+  // Advice changes placement, and the host backend has one place: the books keep the advice so
+  // range queries answer as HIP documents, and nothing here needs to move.
+  hipError_t advise(const void* /*ptr*/, std::size_t /*bytes*/, hipMemoryAdvise /*advice*/, int /*device*/) override {
+    return hipSuccess;
+  }
+
+  hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) override {
+    return ipc_exports_.get_handle(ptr, size, handle);
+  }
+
+  hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
+    return host::IpcExports::open(handle, ptr, size);
+  }
+
+  hipError_t ipc_close(void* ptr, std::size_t size) override { return host::IpcExports::close(ptr, size); }
+
  private:
   std::vector<DeviceProperties> devices_;
+  host::IpcExports ipc_exports_;
 };
 
 }  // namespace

@@ -1,0 +1,67 @@
+// What HIP remembers about managed memory: per page-aligned range, the advice given
+// (read-mostly, preferred location, accessed-by devices, coarse grain) and where the last prefetch
+// went. Ranges live in an ordered map of runs of pages with equal state; advice over part of a run
+// splits it, and runs that become equal merge again, so the map stays as small as the state.
+#pragma once
+
+#include <hipxx/hip_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace hipxx::core {
+
+struct PageState {
+  bool read_mostly = false;
+  int preferred_location = hipInvalidDeviceId;
+  std::uint64_t accessed_by = 0;  // bit 0: the host (hipCpuDeviceId); bit d + 1: device d
+  int last_prefetch = hipInvalidDeviceId;
+  bool coarse_grain = false;
+  bool operator==(const PageState&) const = default;
+};
+
+struct ManagedAllocation {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  unsigned attach_flags = hipMemAttachGlobal;
+  std::map<std::uintptr_t, PageState> runs;  // run start -> state, up to the next start or the end
+};
+
+class ManagedMemory {
+ public:
+  explicit ManagedMemory(std::size_t page_size) : page_(page_size) {}
+
+  void add(std::uintptr_t base, std::size_t size, unsigned attach_flags);
+  void remove(std::uintptr_t base);
+  // Whether [address, address + bytes) lies inside one managed allocation.
+  [[nodiscard]] bool covers(std::uintptr_t address, std::size_t bytes) const;
+  [[nodiscard]] std::optional<std::pair<std::uintptr_t, std::size_t>> allocation_at(std::uintptr_t address) const;
+
+  [[nodiscard]] hipError_t advise(std::uintptr_t address, std::size_t bytes, hipMemoryAdvise advice, int device);
+  void record_prefetch(std::uintptr_t address, std::size_t bytes, int device);
+  void set_attach(std::uintptr_t base, unsigned flags);
+  [[nodiscard]] std::optional<unsigned> attach_flags(std::uintptr_t base) const;
+
+  // One attribute over a range, as hipMemRangeGetAttribute defines it.
+  [[nodiscard]] hipError_t query(hipMemRangeAttribute attribute, std::uintptr_t address, std::size_t bytes,
+                                 void* data, std::size_t data_size) const;
+  [[nodiscard]] std::size_t run_count(std::uintptr_t base) const;
+
+ private:
+  template <class Change>
+  void change_pages(ManagedAllocation& allocation, std::uintptr_t address, std::size_t bytes, Change&& change);
+  [[nodiscard]] ManagedAllocation* find(std::uintptr_t address, std::size_t bytes);
+  [[nodiscard]] const ManagedAllocation* find(std::uintptr_t address, std::size_t bytes) const;
+  [[nodiscard]] std::vector<PageState> states_over(const ManagedAllocation& allocation, std::uintptr_t address,
+                                                   std::size_t bytes) const;
+
+  std::size_t page_;
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, ManagedAllocation> allocations_;
+};
+
+}  // namespace hipxx::core

@@ -1,0 +1,43 @@
+// Legacy IPC: exporting plain allocations by handle, and the books of handles opened here.
+#include "core/runtime.hpp"
+
+#include <mutex>
+
+namespace hipxx::core {
+
+hipError_t Runtime::ipc_get_handle(hipIpcMemHandle_t* handle, void* ptr) {
+  if (handle == nullptr || ptr == nullptr) return hipErrorInvalidValue;
+  const auto base = reinterpret_cast<std::uintptr_t>(ptr);
+  std::unique_lock lock{mutex_};
+  const LinearAllocation* allocation = address_space_.linear_at(base);
+  // Only the base of a plain device allocation can be exported.
+  if (allocation == nullptr || allocation->kind != LinearKind::device) return hipErrorInvalidValue;
+  return backend_->ipc_get_handle(ptr, allocation->size, handle);
+}
+
+hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsigned flags) {
+  if (ptr == nullptr || (flags & ~static_cast<unsigned>(hipIpcMemLazyEnablePeerAccess)) != 0) {
+    return hipErrorInvalidValue;
+  }
+  const int device = current_device();
+  std::unique_lock lock{mutex_};
+  void* at = nullptr;
+  std::size_t size = 0;
+  if (const hipError_t error = backend_->ipc_open(handle, &at, &size); error != hipSuccess) return error;
+  address_space_.add_linear(
+      {.base = reinterpret_cast<std::uintptr_t>(at), .size = size, .device = device, .kind = LinearKind::ipc_opened, .opens = 1});
+  *ptr = at;
+  return hipSuccess;
+}
+
+hipError_t Runtime::ipc_close(void* ptr) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  std::unique_lock lock{mutex_};
+  const LinearAllocation* opened = address_space_.linear_at(reinterpret_cast<std::uintptr_t>(ptr));
+  if (opened == nullptr || opened->kind != LinearKind::ipc_opened) return hipErrorInvalidValue;
+  if (const hipError_t error = backend_->ipc_close(ptr, opened->size); error != hipSuccess) return error;
+  (void)address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
+  return hipSuccess;
+}
+
+}  // namespace hipxx::core

@@ -1,0 +1,90 @@
+// HIP's managed memory calls, checked against the books and the per-page advice state.
+#include "core/runtime.hpp"
+
+#include <mutex>
+
+namespace hipxx::core {
+namespace {
+std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+}  // namespace
+
+hipError_t Runtime::allocate_managed(void** ptr, std::size_t size, unsigned flags) {
+  if (ptr == nullptr || size == 0 || (flags != hipMemAttachGlobal && flags != hipMemAttachHost)) {
+    return hipErrorInvalidValue;
+  }
+  const int device = current_device();
+  std::unique_lock lock{mutex_};
+  void* at = nullptr;
+  if (const hipError_t error = backend_->allocate_managed(size, flags, &at); error != hipSuccess) return error;
+  address_space_.add_linear(
+      {.base = address_of(at), .size = size, .device = device, .kind = LinearKind::managed, .opens = 0});
+  managed_.add(address_of(at), size, flags);
+  *ptr = at;
+  return hipSuccess;
+}
+
+hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hipStream_t stream) {
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  if (!target) return hipErrorInvalidHandle;
+  if (ptr == nullptr || bytes == 0 || !valid_location_or_host(device) || !managed_.covers(address_of(ptr), bytes)) {
+    return hipErrorInvalidValue;
+  }
+  // The move happens in stream order, and the range remembers it only once it has happened.
+  streams_.enqueue(*target, [this, ptr, bytes, device] {
+    const hipError_t result = backend_->prefetch(ptr, bytes, device);
+    if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device);
+    return result;
+  });
+  return hipSuccess;
+}
+
+hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) {
+  if (ptr == nullptr || bytes == 0 || !managed_.covers(address_of(ptr), bytes)) return hipErrorInvalidValue;
+  // Read-mostly and coarse-grain advice name no location; the others need a device or the host.
+  const bool names_location = advice != hipMemAdviseSetReadMostly && advice != hipMemAdviseUnsetReadMostly &&
+                              advice != hipMemAdviseSetCoarseGrain && advice != hipMemAdviseUnsetCoarseGrain;
+  if (names_location && !valid_location_or_host(device)) return hipErrorInvalidValue;
+  // The books check the advice value before the backend hears of it.
+  switch (advice) {
+    case hipMemAdviseSetReadMostly:
+    case hipMemAdviseUnsetReadMostly:
+    case hipMemAdviseSetPreferredLocation:
+    case hipMemAdviseUnsetPreferredLocation:
+    case hipMemAdviseSetAccessedBy:
+    case hipMemAdviseUnsetAccessedBy:
+    case hipMemAdviseSetCoarseGrain:
+    case hipMemAdviseUnsetCoarseGrain:
+      break;
+    default:
+      return hipErrorInvalidValue;
+  }
+  if (const hipError_t error = backend_->advise(ptr, bytes, advice, device); error != hipSuccess) return error;
+  return managed_.advise(address_of(ptr), bytes, advice, device);
+}
+
+hipError_t Runtime::range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute,
+                                    const void* ptr, std::size_t bytes) const {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  return managed_.query(attribute, address_of(ptr), bytes, data, data_size);
+}
+
+hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags) {
+  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  if (!target) return hipErrorInvalidHandle;
+  if (ptr == nullptr || (flags != hipMemAttachGlobal && flags != hipMemAttachHost && flags != hipMemAttachSingle)) {
+    return hipErrorInvalidValue;
+  }
+  const auto allocation = managed_.allocation_at(address_of(ptr));
+  // Managed memory attaches whole: from its base, with length 0 or its full size.
+  if (!allocation || allocation->first != address_of(ptr) || (length != 0 && length != allocation->second)) {
+    return hipErrorInvalidValue;
+  }
+  const std::uintptr_t base = allocation->first;
+  streams_.enqueue(*target, [this, base, flags] {
+    managed_.set_attach(base, flags);
+    return hipSuccess;
+  });
+  return hipSuccess;
+}
+
+}  // namespace hipxx::core
