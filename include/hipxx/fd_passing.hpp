@@ -1,0 +1,200 @@
+// Moving a file descriptor to another process over a Unix domain socket (SCM_RIGHTS), with a small
+// trivially copyable payload in the same message: an exported allocation's descriptor means nothing
+// to the importer without its size, and sending both at once means they cannot be paired up wrongly.
+//
+// Works on stream, datagram and seqpacket sockets. Interrupted calls are restarted; a stream that
+// delivers the payload in pieces is read to the end.
+#pragma once
+
+#include <hipxx/error.hpp>
+#include <hipxx/shareable_handle.hpp>
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+
+namespace hipxx {
+
+namespace detail {
+
+// Room for exactly one descriptor, aligned as the kernel requires.
+union FdControlBuffer {
+  cmsghdr header;
+  std::array<unsigned char, CMSG_SPACE(sizeof(int))> bytes;
+};
+
+// Sends what is left of a payload after a short sendmsg, without the descriptor (it went with the
+// first byte).
+[[nodiscard]] inline result<void> send_rest(int socket, std::span<std::byte const> bytes) noexcept {
+  while (!bytes.empty()) {
+    ssize_t const sent = ::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno_failure();
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(sent));
+  }
+  return outcome::success();
+}
+
+[[nodiscard]] inline result<void> recv_rest(int socket, std::span<std::byte> bytes) noexcept {
+  while (!bytes.empty()) {
+    ssize_t const got = ::recv(socket, bytes.data(), bytes.size(), 0);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno_failure();
+    }
+    if (got == 0) {
+      // The peer closed mid-message.
+      return failure(std::errc::connection_reset);
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(got));
+  }
+  return outcome::success();
+}
+
+[[nodiscard]] inline result<void> send_fd_bytes(int socket, int fd, std::span<std::byte const> payload) noexcept {
+  if (payload.empty()) {
+    // Linux drops ancillary data sent with no data byte on a stream socket.
+    return failure(std::errc::invalid_argument);
+  }
+  iovec io{};
+  io.iov_base = const_cast<std::byte*>(payload.data());  // sendmsg only reads it
+  io.iov_len = payload.size();
+
+  FdControlBuffer control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control.bytes.data();
+  message.msg_controllen = control.bytes.size();
+
+  cmsghdr* const header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+
+  ssize_t sent = 0;
+  do {
+    // MSG_NOSIGNAL: a vanished peer is an error to return, not a SIGPIPE that kills the sender.
+    sent = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) {
+    return errno_failure();
+  }
+  return send_rest(socket, payload.subspan(static_cast<std::size_t>(sent)));
+}
+
+[[nodiscard]] inline result<FileDescriptor> recv_fd_bytes(int socket, std::span<std::byte> payload) noexcept {
+  iovec io{};
+  io.iov_base = payload.data();
+  io.iov_len = payload.size();
+
+  FdControlBuffer control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control.bytes.data();
+  message.msg_controllen = control.bytes.size();
+
+  ssize_t got = 0;
+  do {
+    // MSG_CMSG_CLOEXEC: the descriptor must not leak into a child exec'd by another thread meanwhile.
+    got = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    return errno_failure();
+  }
+
+  // Take ownership of whatever arrived before looking at anything else, so no error path leaks it.
+  FileDescriptor received;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    std::size_t const count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+      FileDescriptor owned{fd};
+      if (!received) {
+        received = std::move(owned);
+      }  // else: a sender that broke the protocol; `owned` closes its extra descriptors.
+    }
+  }
+
+  if (got == 0) {
+    return failure(std::errc::connection_reset);
+  }
+  if ((message.msg_flags & MSG_TRUNC) != 0) {
+    // A datagram longer than the payload we expect: the two sides disagree on the Payload type.
+    return failure(std::errc::message_size);
+  }
+  if ((message.msg_flags & MSG_CTRUNC) != 0) {
+    // More descriptors were sent than we had room for; the kernel closed the rest.
+    return failure(std::errc::message_size);
+  }
+  if (!received) {
+    return failure(std::errc::bad_message);
+  }
+  if (auto rest = recv_rest(socket, payload.subspan(static_cast<std::size_t>(got))); !rest) {
+    return rest.as_failure();
+  }
+  return received;
+}
+
+}  // namespace detail
+
+template <class Payload>
+struct ReceivedFd {
+  FileDescriptor fd;
+  Payload payload;
+};
+
+template <class Payload = std::uint64_t>
+  requires std::is_trivially_copyable_v<Payload>
+[[nodiscard]] result<void> send_fd(int socket, FileDescriptor const& fd, Payload const& payload) noexcept {
+  auto const bytes = std::bit_cast<std::array<std::byte, sizeof(Payload)>>(payload);
+  return detail::send_fd_bytes(socket, fd.get(), bytes);
+}
+
+// Receives one descriptor and its payload; the Payload type must match the sender's.
+template <class Payload = std::uint64_t>
+  requires std::is_trivially_copyable_v<Payload>
+[[nodiscard]] result<ReceivedFd<Payload>> recv_fd(int socket) noexcept {
+  std::array<std::byte, sizeof(Payload)> bytes{};
+  auto fd = detail::recv_fd_bytes(socket, bytes);
+  if (!fd) {
+    return fd.as_failure();
+  }
+  return ReceivedFd<Payload>{std::move(fd).value(), std::bit_cast<Payload>(bytes)};
+}
+
+// The same, for a socket that is itself owned.
+template <class Payload = std::uint64_t>
+  requires std::is_trivially_copyable_v<Payload>
+[[nodiscard]] result<void> send_fd(FileDescriptor const& socket, FileDescriptor const& fd,
+                                   Payload const& payload) noexcept {
+  return send_fd<Payload>(socket.get(), fd, payload);
+}
+
+template <class Payload = std::uint64_t>
+  requires std::is_trivially_copyable_v<Payload>
+[[nodiscard]] result<ReceivedFd<Payload>> recv_fd(FileDescriptor const& socket) noexcept {
+  return recv_fd<Payload>(socket.get());
+}
+
+}  // namespace hipxx

@@ -1,0 +1,13 @@
+// Everything hipxx offers. Prefer the one-concept headers in code that cares about compile time:
+// each pulls in only what it uses.
+#pragma once
+
+#include <hipxx/access.hpp>
+#include <hipxx/device.hpp>
+#include <hipxx/error.hpp>
+#include <hipxx/fd_passing.hpp>
+#include <hipxx/growable_array.hpp>
+#include <hipxx/mapping.hpp>
+#include <hipxx/physical_allocation.hpp>
+#include <hipxx/shareable_handle.hpp>
+#include <hipxx/virtual_range.hpp>

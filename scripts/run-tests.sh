@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds hipxx and runs its whole test suite twice: a normal build (benchmarks compiled too), then a
+# build with AddressSanitizer and UndefinedBehaviorSanitizer. On a fresh Debian 12 machine run it as
+# root: it first installs whatever build dependency is missing with apt-get.
+#
+# The last line is "N passed, N failed", meson's counts over both runs, for CI to read. The exit
+# status is non-zero when anything failed, including a build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(meson ninja-build g++ pkg-config libboost-dev librange-v3-dev doctest-dev libbenchmark-dev
+          python3 ca-certificates dpkg-dev)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "run-tests.sh: need root to run: $*" >&2; return 1
+  fi
+}
+
+install_missing() {
+  if ! command -v dpkg-query >/dev/null; then
+    echo "run-tests.sh: not a Debian system; assuming ${packages[*]} are installed" >&2
+    return 0
+  fi
+  local missing=() package
+  for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "==> installing ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+}
+
+# meson setup, starting over where the directory exists already.
+setup() {
+  local dir=$1
+  shift
+  if [ -d "$dir/meson-private" ]; then
+    meson setup --wipe "$dir" "$@"
+  else
+    rm -rf "$dir"
+    meson setup "$dir" "$@"
+  fi
+}
+
+failed_builds=0
+logs=()
+
+# Configures, builds and tests one build directory; a failed build counts as one failure.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  echo
+  echo "==> $name: configure and build ($dir)"
+  if ! setup "$dir" "$@" || ! meson compile -C "$dir"; then
+    echo "==> $name: BUILD FAILED"
+    failed_builds=$((failed_builds + 1))
+    return 0
+  fi
+  echo "==> $name: test"
+  # The exit status is read from the test log below, with everything else.
+  meson test -C "$dir" --print-errorlogs ${MESON_TEST_ARGS:-} || true
+  logs+=("$dir/meson-logs/testlog.json")
+}
+
+install_missing
+
+run_suite "plain build" build-tests -Dtests=true -Dbench=true
+
+# Sanitizers: stop at the first report, with a stack, and let leaks fail the test too.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1:detect_leaks=1:print_summary=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1}
+MESON_TEST_ARGS="--timeout-multiplier=3" \
+  run_suite "ASan+UBSan build" build-asan -Dtests=true -Dbench=false -Db_sanitize=address,undefined
+
+python3 - "$failed_builds" "${logs[@]}" <<'PY'
+import json
+import sys
+
+passed = failed = skipped = 0
+failed += int(sys.argv[1])  # builds that never got to run their tests
+for path in sys.argv[2:]:
+    try:
+        with open(path, encoding="utf-8") as log:
+            results = [json.loads(line)["result"] for line in log if line.strip()]
+    except (OSError, ValueError) as error:
+        print(f"cannot read {path}: {error}")
+        failed += 1
+        continue
+    for result in results:
+        if result in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif result == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+if skipped:
+    print(f"({skipped} skipped)")
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY

@@ -1,0 +1,196 @@
+// Helpers shared by the stream, event and pool tests: printing, the books, wait-value gates that
+// hold a stream until the test opens them, callback recorders and a thread counter.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+#include <hipxx/hipxx_ext.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <ostream>
+#include <thread>
+#include <vector>
+
+inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
+  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
+         a.linearAllocations == b.linearAllocations;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
+  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
+            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
+  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
+}
+
+namespace stest {
+
+using namespace std::chrono_literals;
+
+inline hipxxBookCounts books() {
+  hipxxBookCounts counts{};
+  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
+  return counts;
+}
+
+struct LeakCheck {
+  hipxxBookCounts start = books();
+  LeakCheck() = default;
+  LeakCheck(const LeakCheck&) = delete;
+  LeakCheck& operator=(const LeakCheck&) = delete;
+  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
+};
+
+// How long "still blocked" is observed before a test concludes that work did not run.
+inline constexpr auto kSettle = 40ms;
+
+// Polls `done` until it holds or `limit` passes.
+inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Entries in /proc/self/task: the threads of this process.
+inline std::size_t thread_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+  return count;
+}
+
+// Waits (bounded) for the thread count to come back to `expected`: joined threads leave
+// /proc/self/task a moment after join returns.
+inline std::size_t settled_thread_count(std::size_t expected) {
+  std::size_t now = thread_count();
+  for (int i = 0; i < 200 && now != expected; ++i) {
+    std::this_thread::sleep_for(5ms);
+    now = thread_count();
+  }
+  return now;
+}
+
+inline hipStream_t make_stream(unsigned flags = hipStreamDefault) {
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreateWithFlags(&stream, flags) == hipSuccess);
+  REQUIRE(stream != nullptr);
+  return stream;
+}
+
+// A word of signal memory that streams wait on (hipStreamWaitValue32 >= 1) until the test opens
+// it with hipStreamWriteValue32 from a non-blocking stream of its own. Every gate still closed
+// is opened before any gate frees its memory, since hipFree waits for the device's streams.
+class Gate {
+ public:
+  Gate() {
+    REQUIRE(hipExtMallocWithFlags(&word_, sizeof(std::uint64_t), hipMallocSignalMemory) == hipSuccess);
+    REQUIRE(hipMemset(word_, 0, sizeof(std::uint64_t)) == hipSuccess);
+    REQUIRE(hipStreamCreateWithFlags(&releaser_, hipStreamNonBlocking) == hipSuccess);
+    std::lock_guard lock{registry_mutex()};
+    registry().push_back(this);
+  }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  ~Gate() {
+    {
+      std::lock_guard lock{registry_mutex()};
+      for (Gate* gate : registry()) gate->open();
+      registry().erase(std::find(registry().begin(), registry().end(), this));
+    }
+    CHECK(hipStreamDestroy(releaser_) == hipSuccess);
+    CHECK(hipFree(word_) == hipSuccess);
+  }
+
+  // Everything queued on `stream` after this waits until the gate opens.
+  void block(hipStream_t stream) const {
+    REQUIRE(hipStreamWaitValue32(stream, word_, 1, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipSuccess);
+  }
+  void open() {
+    if (open_.exchange(true)) return;
+    CHECK(hipStreamWriteValue32(releaser_, word_, 1, 0) == hipSuccess);
+    CHECK(hipStreamSynchronize(releaser_) == hipSuccess);
+  }
+  // Opens the gate from another thread after `delay`, for tests whose main thread must block.
+  std::thread open_later(std::chrono::milliseconds delay) {
+    return std::thread([this, delay] {
+      std::this_thread::sleep_for(delay);
+      open();
+    });
+  }
+  [[nodiscard]] void* word() const noexcept { return word_; }
+
+ private:
+  static std::vector<Gate*>& registry() {
+    static std::vector<Gate*> gates;
+    return gates;
+  }
+  static std::mutex& registry_mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+
+  void* word_ = nullptr;
+  hipStream_t releaser_ = nullptr;
+  std::atomic<bool> open_{false};
+};
+
+// Records what callbacks saw, in the order they ran.
+struct CallbackLog {
+  struct Entry {
+    hipStream_t stream;
+    hipError_t status;
+    int tag;
+  };
+  std::mutex mutex;
+  std::vector<Entry> entries;
+
+  [[nodiscard]] std::size_t size() {
+    std::lock_guard lock{mutex};
+    return entries.size();
+  }
+  [[nodiscard]] std::vector<int> tags() {
+    std::lock_guard lock{mutex};
+    std::vector<int> out;
+    for (const Entry& entry : entries) out.push_back(entry.tag);
+    return out;
+  }
+};
+
+struct CallbackTicket {
+  CallbackLog* log;
+  int tag;
+};
+
+inline void record_callback(hipStream_t stream, hipError_t status, void* user_data) {
+  auto* ticket = static_cast<CallbackTicket*>(user_data);
+  std::lock_guard lock{ticket->log->mutex};
+  ticket->log->entries.push_back({stream, status, ticket->tag});
+}
+
+// A callback that raises a flag.
+inline void set_flag(hipStream_t, hipError_t, void* user_data) {
+  static_cast<std::atomic<bool>*>(user_data)->store(true);
+}
+
+inline void add_flag_callback(hipStream_t stream, std::atomic<bool>* flag) {
+  REQUIRE(hipStreamAddCallback(stream, set_flag, flag, 0) == hipSuccess);
+}
+
+// Whether `stream` is still busy after the settle time.
+inline bool still_pending(hipStream_t stream) {
+  std::this_thread::sleep_for(kSettle);
+  return hipStreamQuery(stream) == hipErrorNotReady;
+}
+
+}  // namespace stest

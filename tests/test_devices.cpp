@@ -1,0 +1,607 @@
+// Initialization, device count, current device, attributes, and the per-device access rules of
+// VMM mappings. Registered with HIPXX_HOST_DEVICES=3. Backend selection is checked in fresh
+// processes: this executable re-executes itself with another environment, and the child mode
+// (HIPXX_TEST_DEVICES_CHILD) runs its checks before doctest's main and exits.
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+#include <hipxx/hipxx_ext.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
+  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
+         a.linearAllocations == b.linearAllocations;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
+  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
+            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
+  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child mode: runs before main when HIPXX_TEST_DEVICES_CHILD is set, exits with the number of
+// failed checks (0 = all good).
+namespace {
+
+int child_failures = 0;
+
+void child_check(bool ok, const char* what) {
+  if (!ok) {
+    ++child_failures;
+    std::fprintf(stderr, "child check failed: %s\n", what);
+  }
+}
+
+#define CHILD_CHECK(condition) child_check((condition), #condition)
+
+void child_expect_no_device() {
+  int count = 42;
+  CHILD_CHECK(hipGetDeviceCount(&count) == hipErrorNoDevice);
+  CHILD_CHECK(count == 0);
+  CHILD_CHECK(hipxxGetBackendName() == nullptr);
+  const char* why = hipxxGetBackendError();
+  CHILD_CHECK(why != nullptr && std::strlen(why) > 0);
+  CHILD_CHECK(hipGetLastError() == hipErrorNoDevice);
+  CHILD_CHECK(hipInit(0) == hipErrorNoDevice);
+  CHILD_CHECK(hipSetDevice(0) == hipErrorNoDevice);
+  int value = 0;
+  CHILD_CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, 0) ==
+              hipErrorNoDevice);
+  void* ptr = nullptr;
+  CHILD_CHECK(hipMalloc(&ptr, 64) == hipErrorNoDevice);
+  CHILD_CHECK(hipMemAddressReserve(&ptr, 4096, 0, nullptr, 0) == hipErrorNoDevice);
+  CHILD_CHECK(ptr == nullptr);
+  hipxxBookCounts counts{};
+  CHILD_CHECK(hipxxGetBookCounts(&counts) == hipErrorNoDevice);
+  CHILD_CHECK(hipGetLastError() == hipErrorNoDevice);
+  CHILD_CHECK(hipGetLastError() == hipSuccess);
+  // Names do not need a backend.
+  CHILD_CHECK(std::strcmp(hipGetErrorName(hipErrorNoDevice), "hipErrorNoDevice") == 0);
+}
+
+void child_expect_count(int expected) {
+  int count = -1;
+  CHILD_CHECK(hipGetDeviceCount(&count) == hipSuccess);
+  CHILD_CHECK(count == expected);
+  CHILD_CHECK(hipxxGetBackendName() != nullptr && std::strcmp(hipxxGetBackendName(), "host") == 0);
+  CHILD_CHECK(hipxxGetBackendError() != nullptr && std::strlen(hipxxGetBackendError()) == 0);
+  CHILD_CHECK(hipSetDevice(expected - 1) == hipSuccess);
+  CHILD_CHECK(hipSetDevice(expected) == hipErrorInvalidDevice);
+  int value = 0;
+  CHILD_CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, expected - 1) ==
+              hipSuccess);
+  CHILD_CHECK(value == 1);
+  CHILD_CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, expected) ==
+              hipErrorInvalidDevice);
+}
+
+struct ChildMode {
+  ChildMode() {
+    const char* mode = std::getenv("HIPXX_TEST_DEVICES_CHILD");
+    if (mode == nullptr) return;
+    const std::string text{mode};
+    if (text == "nodevice") {
+      child_expect_no_device();
+    } else if (text.rfind("count=", 0) == 0) {
+      child_expect_count(std::atoi(text.c_str() + 6));
+    } else {
+      std::fprintf(stderr, "unknown child mode '%s'\n", mode);
+      ++child_failures;
+    }
+    std::fflush(stderr);
+    _exit(child_failures);
+  }
+};
+
+const ChildMode child_mode;
+
+struct ChildResult {
+  bool exited = false;
+  int code = -1;
+};
+
+// Runs this executable again in child mode with `env` added (or removed, for a null value).
+ChildResult run_child(const char* mode, const std::vector<std::pair<const char*, const char*>>& env) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("HIPXX_TEST_DEVICES_CHILD", mode, 1);
+    for (const auto& [name, value] : env) {
+      if (value == nullptr) unsetenv(name);
+      else setenv(name, value, 1);
+    }
+    char* const argv[] = {const_cast<char*>("test_devices"), nullptr};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  ChildResult result;
+  result.exited = WIFEXITED(status);
+  result.code = result.exited ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+hipxxBookCounts books() {
+  hipxxBookCounts counts{};
+  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
+  return counts;
+}
+
+struct LeakCheck {
+  hipxxBookCounts start = books();
+  LeakCheck() = default;
+  LeakCheck(const LeakCheck&) = delete;
+  LeakCheck& operator=(const LeakCheck&) = delete;
+  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
+};
+
+#define CHECK_REFUSED(call, code)                  \
+  do {                                             \
+    const hipxxBookCounts books_before_ = books(); \
+    CHECK_EQ((call), (code));                      \
+    CHECK_EQ(books(), books_before_);              \
+  } while (0)
+
+// The number of devices this registration runs with (HIPXX_HOST_DEVICES, default 1).
+int configured_devices() {
+  const char* text = std::getenv("HIPXX_HOST_DEVICES");
+  return text == nullptr || *text == '\0' ? 1 : std::atoi(text);
+}
+
+int device_count() {
+  int count = 0;
+  REQUIRE(hipGetDeviceCount(&count) == hipSuccess);
+  return count;
+}
+
+void require_devices(int wanted) {
+  REQUIRE_MESSAGE(device_count() >= wanted, "this test needs HIPXX_HOST_DEVICES=3 (see tests/meson.build)");
+}
+
+int current_device() {
+  int device = -1;
+  REQUIRE(hipGetDevice(&device) == hipSuccess);
+  return device;
+}
+
+// Puts the calling thread back on device 0 at the end of a test case.
+struct DeviceGuard {
+  DeviceGuard() = default;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ~DeviceGuard() { CHECK(hipSetDevice(0) == hipSuccess); }
+};
+
+void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
+
+std::size_t page() {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = {hipMemLocationTypeDevice, 0};
+  std::size_t value = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&value, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+  return value;
+}
+
+hipMemAllocationProp make_prop(int device, hipMemAllocationHandleType type = hipMemHandleTypeNone) {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.requestedHandleType = type;
+  prop.location = {hipMemLocationTypeDevice, device};
+  return prop;
+}
+
+hipMemAccessDesc make_desc(hipMemAccessFlags flags, int device) {
+  hipMemAccessDesc desc{};
+  desc.location = {hipMemLocationTypeDevice, device};
+  desc.flags = flags;
+  return desc;
+}
+
+unsigned long long access_of(void* ptr, int device) {
+  const hipMemLocation location{hipMemLocationTypeDevice, device};
+  unsigned long long flags = 0xdead;
+  REQUIRE(hipMemGetAccess(&flags, &location, ptr) == hipSuccess);
+  return flags;
+}
+
+// One reservation with one mapped allocation (created on device `owner`) and no access yet.
+struct Mapping {
+  std::size_t size;
+  void* base = nullptr;
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  explicit Mapping(std::size_t bytes, int owner = 0) : size(bytes) {
+    REQUIRE(hipMemAddressReserve(&base, size, 0, nullptr, 0) == hipSuccess);
+    const hipMemAllocationProp prop = make_prop(owner);
+    REQUIRE(hipMemCreate(&handle, size, &prop, 0) == hipSuccess);
+    REQUIRE(hipMemMap(base, size, 0, handle, 0) == hipSuccess);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    CHECK(hipMemUnmap(base, size) == hipSuccess);
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(hipMemAddressFree(base, size) == hipSuccess);
+  }
+};
+
+}  // namespace
+
+// =============================================================================================
+TEST_SUITE_BEGIN("devices");
+
+TEST_CASE("hipInit: flags must be 0") {
+  CHECK(hipInit(0) == hipSuccess);
+  CHECK(hipInit(0) == hipSuccess);  // idempotent
+  CHECK(hipInit(1) == hipErrorInvalidValue);
+  CHECK(hipInit(2) == hipErrorInvalidValue);
+  CHECK(hipInit(~0U) == hipErrorInvalidValue);
+  (void)hipGetLastError();
+}
+
+TEST_CASE("hipGetDeviceCount honours HIPXX_HOST_DEVICES") {
+  int count = -1;
+  CHECK(hipGetDeviceCount(&count) == hipSuccess);
+  CHECK(count == configured_devices());
+  CHECK(hipGetDeviceCount(nullptr) == hipErrorInvalidValue);
+  CHECK(std::string{hipxxGetBackendName()} == "host");
+  CHECK(std::string{hipxxGetBackendError()}.empty());
+  (void)hipGetLastError();
+}
+
+TEST_CASE("hipSetDevice and hipGetDevice") {
+  DeviceGuard restore;
+  const int count = device_count();
+  CHECK(current_device() == 0);  // the default device
+  for (int device = count - 1; device >= 0; --device) {
+    CHECK(hipSetDevice(device) == hipSuccess);
+    CHECK(current_device() == device);
+  }
+  REQUIRE(hipSetDevice(count - 1) == hipSuccess);
+  for (const int bad : {-1, -2, count, count + 1, 64, INT_MAX, INT_MIN}) {
+    CAPTURE(bad);
+    CHECK(hipSetDevice(bad) == hipErrorInvalidDevice);
+    CHECK(current_device() == count - 1);  // unchanged
+  }
+  CHECK(hipGetDevice(nullptr) == hipErrorInvalidValue);
+  (void)hipGetLastError();
+}
+
+TEST_CASE("the current device belongs to the calling thread") {
+  require_devices(3);
+  DeviceGuard restore;
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  int seen_initially = -1;
+  int seen_after = -1;
+  std::thread other([&] {
+    (void)hipGetDevice(&seen_initially);
+    (void)hipSetDevice(1);
+    (void)hipGetDevice(&seen_after);
+  });
+  other.join();
+  CHECK(seen_initially == 0);
+  CHECK(seen_after == 1);
+  CHECK(current_device() == 2);
+}
+
+TEST_CASE("hipDeviceGetAttribute: known attributes on every device") {
+  const int count = device_count();
+  for (int device = 0; device < count; ++device) {
+    CAPTURE(device);
+    int value = -1;
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, device) == hipSuccess);
+    CHECK(value == 1);
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeUnifiedAddressing, device) == hipSuccess);
+    CHECK(value == 1);
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeMultiprocessorCount, device) == hipSuccess);
+    CHECK(value >= 1);
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeTotalGlobalMem, device) == hipSuccess);
+    CHECK(value > 0);
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeIntegrated, device) == hipSuccess);
+    CHECK(value == 1);  // the host backend's devices are the host
+  }
+}
+
+TEST_CASE("hipDeviceGetAttribute: refusals") {
+  const int count = device_count();
+  int value = 1234;
+  for (const int bad : {-1, count, count + 5, INT_MAX}) {
+    CAPTURE(bad);
+    CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, bad) ==
+          hipErrorInvalidDevice);
+  }
+  for (const int attribute : {-1, 50000, 0x7ffffff0, INT_MIN}) {
+    CAPTURE(attribute);
+    CHECK(hipDeviceGetAttribute(&value, static_cast<hipDeviceAttribute_t>(attribute), 0) == hipErrorInvalidValue);
+  }
+  CHECK(value == 1234);
+  CHECK(hipDeviceGetAttribute(nullptr, hipDeviceAttributeVirtualMemoryManagementSupported, 0) ==
+        hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipErrorInvalidValue);
+}
+
+TEST_CASE("versions and peers") {
+  int version = 0;
+  CHECK(hipDriverGetVersion(&version) == hipSuccess);
+  CHECK(version > 0);
+  CHECK(hipRuntimeGetVersion(&version) == hipSuccess);
+  CHECK(version > 0);
+  CHECK(hipDriverGetVersion(nullptr) == hipErrorInvalidValue);
+  CHECK(hipRuntimeGetVersion(nullptr) == hipErrorInvalidValue);
+
+  const int count = device_count();
+  int can = -1;
+  for (int a = 0; a < count; ++a) {
+    for (int b = 0; b < count; ++b) {
+      CHECK(hipDeviceCanAccessPeer(&can, a, b) == hipSuccess);
+      CHECK(can == (a != b ? 1 : 0));
+    }
+  }
+  CHECK(hipDeviceCanAccessPeer(&can, 0, count) == hipErrorInvalidDevice);
+  CHECK(hipDeviceCanAccessPeer(&can, -1, 0) == hipErrorInvalidDevice);
+  CHECK(hipDeviceCanAccessPeer(nullptr, 0, 0) == hipErrorInvalidValue);
+  (void)hipGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("backend selection in fresh processes") {
+  SUBCASE("HIPXX_BACKEND=bogus: no device") {
+    const ChildResult result = run_child("nodevice", {{"HIPXX_BACKEND", "bogus"}});
+    CHECK(result.exited);
+    CHECK(result.code == 0);
+  }
+  SUBCASE("HIPXX_HOST_DEVICES out of range or malformed: no device") {
+    for (const char* bad : {"0", "65", "-1", "abc", "2x", " 3"}) {
+      CAPTURE(bad);
+      const ChildResult result = run_child("nodevice", {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", bad}});
+      CHECK(result.exited);
+      CHECK(result.code == 0);
+    }
+  }
+  SUBCASE("HIPXX_HOST_DEVICES sets the count") {
+    for (const auto& [text, mode] : std::vector<std::pair<const char*, const char*>>{
+             {"1", "count=1"}, {"5", "count=5"}, {"64", "count=64"}}) {
+      CAPTURE(text);
+      const ChildResult result = run_child(mode, {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", text}});
+      CHECK(result.exited);
+      CHECK(result.code == 0);
+    }
+    const ChildResult unset = run_child("count=1", {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", nullptr}});
+    CHECK(unset.exited);
+    CHECK(unset.code == 0);
+  }
+  SUBCASE("a child that expects the wrong thing fails (the harness itself works)") {
+    const ChildResult result = run_child("count=2", {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", "3"}});
+    CHECK(result.exited);
+    CHECK(result.code != 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-device access to VMM mappings.
+TEST_CASE("set access is per device; copies check the current device") {
+  require_devices(3);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  const std::size_t g = page();
+  Mapping mapping(2 * g);
+  const std::vector<unsigned char> data(2 * g, 0x3c);
+  std::vector<unsigned char> back(2 * g, 0);
+
+  for (int device = 0; device < 3; ++device) CHECK(access_of(mapping.base, device) == hipMemAccessFlagsProtNone);
+
+  // Device 1 only.
+  const hipMemAccessDesc rw1 = make_desc(hipMemAccessFlagsProtReadWrite, 1);
+  REQUIRE(hipMemSetAccess(mapping.base, 2 * g, &rw1, 1) == hipSuccess);
+  CHECK(access_of(mapping.base, 0) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(mapping.base, 1) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(mapping.base, 2 * g - 1), 1) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(mapping.base, 2) == hipMemAccessFlagsProtNone);
+
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK_REFUSED(hipMemcpy(mapping.base, data.data(), 2 * g, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(mapping.base, 0, 16), hipErrorInvalidValue);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipMemcpy(mapping.base, data.data(), 2 * g, hipMemcpyHostToDevice) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == data);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  CHECK_REFUSED(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+
+  // Adding device 2 read-only leaves device 1 as it was.
+  const hipMemAccessDesc r2 = make_desc(hipMemAccessFlagsProtRead, 2);
+  REQUIRE(hipMemSetAccess(mapping.base, 2 * g, &r2, 1) == hipSuccess);
+  CHECK(access_of(mapping.base, 0) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(mapping.base, 1) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(mapping.base, 2) == hipMemAccessFlagsProtRead);
+  std::fill(back.begin(), back.end(), 0);
+  CHECK(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost) == hipSuccess);  // on device 2
+  CHECK(back == data);
+  const std::vector<unsigned char> junk(2 * g, 0x77);
+  CHECK_REFUSED(hipMemcpy(mapping.base, junk.data(), 2 * g, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(mapping.base, 1, 1), hipErrorInvalidValue);
+
+  // A thread starts on device 0, which has no access, whatever this thread's device is.
+  hipError_t from_other_thread = hipSuccess;
+  std::thread other([&] {
+    std::vector<unsigned char> buffer(16);
+    from_other_thread = hipMemcpy(buffer.data(), mapping.base, 16, hipMemcpyDeviceToHost);
+  });
+  other.join();
+  CHECK(from_other_thread == hipErrorInvalidValue);
+
+  // One call with a descriptor per device.
+  const hipMemAccessDesc all[] = {make_desc(hipMemAccessFlagsProtRead, 0), make_desc(hipMemAccessFlagsProtNone, 1),
+                                  make_desc(hipMemAccessFlagsProtReadWrite, 2)};
+  REQUIRE(hipMemSetAccess(mapping.base, 2 * g, all, 3) == hipSuccess);
+  CHECK(access_of(mapping.base, 0) == hipMemAccessFlagsProtRead);
+  CHECK(access_of(mapping.base, 1) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(mapping.base, 2) == hipMemAccessFlagsProtReadWrite);
+  CHECK(hipMemcpy(mapping.base, junk.data(), 2 * g, hipMemcpyHostToDevice) == hipSuccess);  // on device 2
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK_REFUSED(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == junk);
+  CHECK_REFUSED(hipMemcpy(mapping.base, data.data(), 2 * g, hipMemcpyHostToDevice), hipErrorInvalidValue);
+}
+
+TEST_CASE("device ordinals beyond the count are refused everywhere") {
+  require_devices(3);
+  LeakCheck leaks;
+  const std::size_t g = page();
+  Mapping mapping(g);
+  const hipMemAccessDesc rw0 = make_desc(hipMemAccessFlagsProtReadWrite, 0);
+  REQUIRE(hipMemSetAccess(mapping.base, g, &rw0, 1) == hipSuccess);
+
+  const hipMemAccessDesc rw3 = make_desc(hipMemAccessFlagsProtReadWrite, 3);
+  CHECK_REFUSED(hipMemSetAccess(mapping.base, g, &rw3, 1), hipErrorInvalidValue);
+  const hipMemAccessDesc list[] = {make_desc(hipMemAccessFlagsProtNone, 0), make_desc(hipMemAccessFlagsProtRead, 2),
+                                   rw3};
+  CHECK_REFUSED(hipMemSetAccess(mapping.base, g, list, 3), hipErrorInvalidValue);
+  CHECK(access_of(mapping.base, 0) == hipMemAccessFlagsProtReadWrite);  // nothing applied
+  CHECK(access_of(mapping.base, 2) == hipMemAccessFlagsProtNone);
+
+  const hipMemLocation location3{hipMemLocationTypeDevice, 3};
+  unsigned long long flags = 0;
+  CHECK_REFUSED(hipMemGetAccess(&flags, &location3, mapping.base), hipErrorInvalidValue);
+
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  const hipMemAllocationProp prop3 = make_prop(3);
+  CHECK_REFUSED(hipMemCreate(&handle, g, &prop3, 0), hipErrorInvalidValue);
+  std::size_t granularity = 0;
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&granularity, &prop3, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  CHECK(handle == nullptr);
+  CHECK(granularity == 0);
+}
+
+TEST_CASE("allocations remember their device; imports take the current one") {
+  require_devices(3);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  const std::size_t g = page();
+  for (int device = 0; device < 3; ++device) {
+    CAPTURE(device);
+    const hipMemAllocationProp prop = make_prop(device, hipMemHandleTypePosixFileDescriptor);
+    std::size_t granularity = 0;
+    CHECK(hipMemGetAllocationGranularity(&granularity, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+    CHECK(granularity == g);
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    REQUIRE(hipMemCreate(&handle, g, &prop, 0) == hipSuccess);
+    hipMemAllocationProp back{};
+    REQUIRE(hipMemGetAllocationPropertiesFromHandle(&back, handle) == hipSuccess);
+    CHECK(back.location.type == hipMemLocationTypeDevice);
+    CHECK(back.location.id == device);
+
+    int fd = -1;
+    REQUIRE(hipMemExportToShareableHandle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+    const int importer = (device + 1) % 3;
+    REQUIRE(hipSetDevice(importer) == hipSuccess);
+    hipMemGenericAllocationHandle_t imported = nullptr;
+    REQUIRE(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                            hipMemHandleTypePosixFileDescriptor) == hipSuccess);
+    close(fd);
+    REQUIRE(hipMemGetAllocationPropertiesFromHandle(&back, imported) == hipSuccess);
+    CHECK(back.location.id == importer);
+    CHECK(hipMemRelease(imported) == hipSuccess);
+    CHECK(hipMemRelease(handle) == hipSuccess);
+  }
+}
+
+TEST_CASE("spanning set access for another device, and hipMalloc memory on any device") {
+  require_devices(3);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  const std::size_t g = page();
+  void* base = nullptr;
+  REQUIRE(hipMemAddressReserve(&base, 3 * g, 0, nullptr, 0) == hipSuccess);
+  std::vector<hipMemGenericAllocationHandle_t> handles(3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const hipMemAllocationProp prop = make_prop(static_cast<int>(i));
+    REQUIRE(hipMemCreate(&handles[i], g, &prop, 0) == hipSuccess);
+    REQUIRE(hipMemMap(at(base, i * g), g, 0, handles[i], 0) == hipSuccess);
+  }
+  const hipMemAccessDesc rw2 = make_desc(hipMemAccessFlagsProtReadWrite, 2);
+  REQUIRE(hipMemSetAccess(base, 3 * g, &rw2, 1) == hipSuccess);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(access_of(at(base, i * g), 2) == hipMemAccessFlagsProtReadWrite);
+    CHECK(access_of(at(base, i * g), 0) == hipMemAccessFlagsProtNone);
+  }
+  // Plain device memory from device 1, copied into the mapping by device 2.
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  void* linear = nullptr;
+  REQUIRE(hipMalloc(&linear, 3 * g) == hipSuccess);
+  REQUIRE(hipMemset(linear, 0x2e, 3 * g) == hipSuccess);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  CHECK(hipMemcpy(base, linear, 3 * g, hipMemcpyDeviceToDevice) == hipSuccess);
+  std::vector<unsigned char> back(3 * g);
+  CHECK(hipMemcpy(back.data(), base, 3 * g, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == std::vector<unsigned char>(3 * g, 0x2e));
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK_REFUSED(hipMemcpy(base, linear, 3 * g, hipMemcpyDeviceToDevice), hipErrorInvalidValue);
+  CHECK(hipFree(linear) == hipSuccess);  // freed from another device than it was made on
+
+  CHECK(hipMemUnmap(base, 3 * g) == hipSuccess);
+  for (hipMemGenericAllocationHandle_t handle : handles) CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 3 * g) == hipSuccess);
+}
+
+TEST_CASE("host backend: the pages are as open as the most open device") {
+  require_devices(3);
+  REQUIRE(std::string{hipxxGetBackendName()} == "host");
+  LeakCheck leaks;
+  const std::size_t g = page();
+  Mapping mapping(g);
+  const auto child_reads = [&] {
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      struct rlimit no_core {0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(SIGSEGV, &dfl, nullptr);
+      const volatile unsigned char* byte = static_cast<const volatile unsigned char*>(mapping.base);
+      (void)*byte;
+      _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  CHECK_FALSE(child_reads());
+  const hipMemAccessDesc r2 = make_desc(hipMemAccessFlagsProtRead, 2);
+  REQUIRE(hipMemSetAccess(mapping.base, g, &r2, 1) == hipSuccess);
+  CHECK(child_reads());
+  const hipMemAccessDesc none2 = make_desc(hipMemAccessFlagsProtNone, 2);
+  REQUIRE(hipMemSetAccess(mapping.base, g, &none2, 1) == hipSuccess);
+  CHECK_FALSE(child_reads());
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,248 @@
+// Plain device memory: hipMalloc/hipFree, hipMemcpy (every kind, and the refused ones), hipMemset,
+// with the books checked after every refusal.
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+#include <hipxx/hipxx_ext.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <vector>
+
+inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
+  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
+         a.linearAllocations == b.linearAllocations;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
+  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
+            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
+  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
+}
+
+namespace {
+
+hipxxBookCounts books() {
+  hipxxBookCounts counts{};
+  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
+  return counts;
+}
+
+struct LeakCheck {
+  hipxxBookCounts start = books();
+  LeakCheck() = default;
+  LeakCheck(const LeakCheck&) = delete;
+  LeakCheck& operator=(const LeakCheck&) = delete;
+  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
+};
+
+#define CHECK_REFUSED(call, code)                  \
+  do {                                             \
+    const hipxxBookCounts books_before_ = books(); \
+    CHECK_EQ((call), (code));                      \
+    CHECK_EQ(books(), books_before_);              \
+  } while (0)
+
+std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>((i * 37 + seed * 11) & 0xff);
+  return data;
+}
+
+std::vector<unsigned char> read_back(const void* device, std::size_t bytes) {
+  std::vector<unsigned char> data(bytes, 0xcd);
+  REQUIRE(hipMemcpy(data.data(), device, bytes, hipMemcpyDeviceToHost) == hipSuccess);
+  return data;
+}
+
+void* malloc_device(std::size_t bytes) {
+  void* ptr = nullptr;
+  REQUIRE(hipMalloc(&ptr, bytes) == hipSuccess);
+  REQUIRE(ptr != nullptr);
+  return ptr;
+}
+
+void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
+
+}  // namespace
+
+TEST_SUITE_BEGIN("memory");
+
+TEST_CASE("hipMalloc and hipFree: success paths and the books") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  std::vector<void*> ptrs;
+  for (const std::size_t size : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{100000},
+                                 std::size_t{3} << 20}) {
+    void* ptr = malloc_device(size);
+    ptrs.push_back(ptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(ptr) % 256 == 0);  // HIP promises at least 256-byte alignment
+    CHECK(books().linearAllocations == start.linearAllocations + ptrs.size());
+    // The whole allocation is usable.
+    const std::vector<unsigned char> data = pattern(size, static_cast<unsigned>(size));
+    CHECK(hipMemcpy(ptr, data.data(), size, hipMemcpyHostToDevice) == hipSuccess);
+    CHECK(read_back(ptr, size) == data);
+  }
+  // Distinct allocations do not overlap.
+  std::vector<void*> sorted = ptrs;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  for (void* ptr : ptrs) CHECK(hipFree(ptr) == hipSuccess);
+  CHECK(books() == start);
+  CHECK(books().reservations == start.reservations);
+}
+
+TEST_CASE("hipMalloc: size 0 gives nullptr, and refused arguments") {
+  LeakCheck leaks;
+  void* ptr = reinterpret_cast<void*>(std::uintptr_t{0x1000});
+  CHECK_REFUSED(hipMalloc(&ptr, 0), hipSuccess);
+  CHECK(ptr == nullptr);
+  CHECK_REFUSED(hipMalloc(nullptr, 16), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMalloc(nullptr, 0), hipErrorInvalidValue);
+  ptr = reinterpret_cast<void*>(std::uintptr_t{0x1000});
+  CHECK_REFUSED(hipMalloc(&ptr, SIZE_MAX), hipErrorOutOfMemory);
+  CHECK_REFUSED(hipMalloc(&ptr, SIZE_MAX / 2), hipErrorOutOfMemory);
+  CHECK(ptr == reinterpret_cast<void*>(std::uintptr_t{0x1000}));
+}
+
+TEST_CASE("hipFree: nullptr is fine; double, interior and unknown pointers are refused") {
+  LeakCheck leaks;
+  CHECK_REFUSED(hipFree(nullptr), hipSuccess);
+  void* ptr = malloc_device(4096);
+  void* other = malloc_device(64);
+  const std::vector<unsigned char> data = pattern(64, 3);
+  REQUIRE(hipMemcpy(other, data.data(), 64, hipMemcpyHostToDevice) == hipSuccess);
+
+  CHECK_REFUSED(hipFree(at(ptr, 1)), hipErrorInvalidValue);
+  CHECK_REFUSED(hipFree(at(ptr, 4095)), hipErrorInvalidValue);
+  int on_stack = 0;
+  CHECK_REFUSED(hipFree(&on_stack), hipErrorInvalidValue);
+  std::vector<int> on_heap(16);
+  CHECK_REFUSED(hipFree(on_heap.data()), hipErrorInvalidValue);
+  // A VMM reservation is not hipMalloc memory.
+  void* reserved = nullptr;
+  REQUIRE(hipMemAddressReserve(&reserved, 4096, 0, nullptr, 0) == hipSuccess);
+  CHECK_REFUSED(hipFree(reserved), hipErrorInvalidValue);
+  CHECK(hipMemAddressFree(reserved, 4096) == hipSuccess);
+
+  CHECK(hipFree(ptr) == hipSuccess);
+  CHECK_REFUSED(hipFree(ptr), hipErrorInvalidValue);
+  CHECK(read_back(other, 64) == data);  // the neighbour is untouched
+  CHECK(hipFree(other) == hipSuccess);
+}
+
+TEST_CASE("hipMemcpy: every valid kind moves the bytes") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 10000;
+  void* a = malloc_device(kBytes);
+  void* b = malloc_device(kBytes);
+  unsigned seed = 1;
+  for (const hipMemcpyKind kind : {hipMemcpyHostToHost, hipMemcpyHostToDevice, hipMemcpyDeviceToHost,
+                                   hipMemcpyDeviceToDevice, hipMemcpyDefault, hipMemcpyDeviceToDeviceNoCU}) {
+    CAPTURE(kind);
+    const std::vector<unsigned char> data = pattern(kBytes, ++seed);
+    CHECK(hipMemcpy(a, data.data(), kBytes, kind) == hipSuccess);         // host -> device
+    CHECK(hipMemcpy(b, a, kBytes, kind) == hipSuccess);                   // device -> device
+    std::vector<unsigned char> back(kBytes, 0);
+    CHECK(hipMemcpy(back.data(), b, kBytes, kind) == hipSuccess);         // device -> host
+    CHECK(back == data);
+    std::vector<unsigned char> host_copy(kBytes, 0);
+    CHECK(hipMemcpy(host_copy.data(), data.data(), kBytes, kind) == hipSuccess);  // host -> host
+    CHECK(host_copy == data);
+  }
+  // Parts of allocations, up to the last byte.
+  const std::vector<unsigned char> tail = pattern(16, 99);
+  CHECK(hipMemcpy(at(a, kBytes - 16), tail.data(), 16, hipMemcpyHostToDevice) == hipSuccess);
+  CHECK(hipMemcpy(at(b, 100), at(a, kBytes - 16), 16, hipMemcpyDeviceToDevice) == hipSuccess);
+  std::vector<unsigned char> back(16);
+  CHECK(hipMemcpy(back.data(), at(b, 100), 16, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == tail);
+  CHECK(hipFree(a) == hipSuccess);
+  CHECK(hipFree(b) == hipSuccess);
+}
+
+TEST_CASE("hipMemcpy: unknown kinds are hipErrorInvalidMemcpyDirection") {
+  LeakCheck leaks;
+  void* dev = malloc_device(256);
+  const std::vector<unsigned char> data = pattern(256, 4);
+  REQUIRE(hipMemcpy(dev, data.data(), 256, hipMemcpyHostToDevice) == hipSuccess);
+  const std::vector<unsigned char> junk(256, 0xee);
+  for (const int kind : {5, 6, 7, 100, 1023, 1025, -1, 0x7fffffff}) {
+    CAPTURE(kind);
+    CHECK_REFUSED(hipMemcpy(dev, junk.data(), 256, static_cast<hipMemcpyKind>(kind)), hipErrorInvalidMemcpyDirection);
+    // The kind is judged before anything else.
+    CHECK_REFUSED(hipMemcpy(dev, junk.data(), 0, static_cast<hipMemcpyKind>(kind)), hipErrorInvalidMemcpyDirection);
+    CHECK_REFUSED(hipMemcpy(nullptr, nullptr, 8, static_cast<hipMemcpyKind>(kind)), hipErrorInvalidMemcpyDirection);
+  }
+  CHECK(read_back(dev, 256) == data);
+  CHECK(hipFree(dev) == hipSuccess);
+}
+
+TEST_CASE("hipMemcpy: null pointers, and ranges that run past an allocation") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 4096 + 100;  // not a page multiple, so the end is inside a page
+  void* dev = malloc_device(kBytes);
+  const std::vector<unsigned char> data = pattern(kBytes, 5);
+  REQUIRE(hipMemcpy(dev, data.data(), kBytes, hipMemcpyHostToDevice) == hipSuccess);
+  std::vector<unsigned char> host(2 * kBytes, 0x44);
+
+  CHECK_REFUSED(hipMemcpy(nullptr, data.data(), 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(host.data(), nullptr, 16, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(nullptr, nullptr, 16, hipMemcpyDefault), hipErrorInvalidValue);
+  // Zero bytes is a no-op that succeeds, even with null pointers.
+  CHECK_REFUSED(hipMemcpy(nullptr, nullptr, 0, hipMemcpyDefault), hipSuccess);
+  CHECK_REFUSED(hipMemcpy(dev, host.data(), 0, hipMemcpyHostToDevice), hipSuccess);
+
+  const std::vector<unsigned char> junk(2 * kBytes, 0x99);
+  CHECK_REFUSED(hipMemcpy(at(dev, kBytes - 8), junk.data(), 9, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(dev, junk.data(), kBytes + 1, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(dev, junk.data(), 2 * kBytes, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(host.data(), at(dev, 1), kBytes, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(dev, dev, kBytes + 4096, hipMemcpyDeviceToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(dev, junk.data(), SIZE_MAX, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(at(dev, 16), dev, SIZE_MAX - 8, hipMemcpyDeviceToDevice), hipErrorInvalidValue);
+  CHECK(host == std::vector<unsigned char>(2 * kBytes, 0x44));
+  CHECK(read_back(dev, kBytes) == data);
+  CHECK(hipFree(dev) == hipSuccess);
+}
+
+TEST_CASE("hipMemset: values, partial ranges and refusals") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 5000;
+  void* dev = malloc_device(kBytes);
+  CHECK(hipMemset(dev, 0x5a, kBytes) == hipSuccess);
+  CHECK(read_back(dev, kBytes) == std::vector<unsigned char>(kBytes, 0x5a));
+  CHECK(hipMemset(at(dev, 1000), 0x1ff, 10) == hipSuccess);  // only the low byte of the value counts
+  CHECK(hipMemset(at(dev, kBytes - 1), -1, 1) == hipSuccess);
+  std::vector<unsigned char> expected(kBytes, 0x5a);
+  std::fill_n(expected.begin() + 1000, 10, 0xff);
+  expected[kBytes - 1] = 0xff;
+  CHECK(read_back(dev, kBytes) == expected);
+
+  CHECK_REFUSED(hipMemset(nullptr, 0, 16), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(nullptr, 0, 0), hipSuccess);
+  CHECK_REFUSED(hipMemset(dev, 0, 0), hipSuccess);
+  CHECK_REFUSED(hipMemset(at(dev, kBytes - 4), 0, 5), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(dev, 0, kBytes + 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(dev, 0, SIZE_MAX), hipErrorInvalidValue);
+  CHECK(read_back(dev, kBytes) == expected);
+  CHECK(hipFree(dev) == hipSuccess);
+}
+
+TEST_CASE("hipDeviceSynchronize succeeds") { CHECK(hipDeviceSynchronize() == hipSuccess); }
+
+TEST_CASE("a refused memory call is the thread's last error") {
+  (void)hipGetLastError();
+  CHECK(hipMemcpy(nullptr, nullptr, 4, static_cast<hipMemcpyKind>(9)) == hipErrorInvalidMemcpyDirection);
+  CHECK(hipMalloc(nullptr, 4) == hipErrorInvalidValue);
+  CHECK(hipPeekAtLastError() == hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipSuccess);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,1095 @@
+// The stream-ordered allocator: hipMallocAsync/hipFreeAsync, hipMallocFromPoolAsync, pool creation
+// and destruction, current/default pools, every attribute, the release threshold and
+// hipMemPoolTrimTo, the three reuse policies each on and off, pool access from another device,
+// hipFree of pool memory, and the books after all of it. Runs with HIPXX_HOST_DEVICES=2.
+#include "stream_test_support.hpp"
+
+#include <climits>
+#include <cstring>
+#include <set>
+#include <string>
+
+using namespace stest;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint64_t kKeepAll = ~std::uint64_t{0};
+
+hipMemPoolProps pool_props(int device = 0) {
+  hipMemPoolProps props{};
+  props.allocType = hipMemAllocationTypePinned;
+  props.handleTypes = hipMemHandleTypeNone;
+  props.location.type = hipMemLocationTypeDevice;
+  props.location.id = device;
+  return props;
+}
+
+hipMemPool_t make_pool(int device = 0) {
+  const hipMemPoolProps props = pool_props(device);
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipMemPoolCreate(&pool, &props) == hipSuccess);
+  REQUIRE(pool != nullptr);
+  return pool;
+}
+
+std::uint64_t get_u64(hipMemPool_t pool, hipMemPoolAttr attr) {
+  std::uint64_t value = 0xDEADBEEF;
+  REQUIRE(hipMemPoolGetAttribute(pool, attr, &value) == hipSuccess);
+  return value;
+}
+
+int get_int(hipMemPool_t pool, hipMemPoolAttr attr) {
+  int value = -7;
+  REQUIRE(hipMemPoolGetAttribute(pool, attr, &value) == hipSuccess);
+  return value;
+}
+
+void set_u64(hipMemPool_t pool, hipMemPoolAttr attr, std::uint64_t value) {
+  REQUIRE(hipMemPoolSetAttribute(pool, attr, &value) == hipSuccess);
+}
+
+void set_policies(hipMemPool_t pool, bool follow, bool opportunistic, bool internal) {
+  int value = follow ? 1 : 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolReuseFollowEventDependencies, &value) == hipSuccess);
+  value = opportunistic ? 1 : 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowOpportunistic, &value) == hipSuccess);
+  value = internal ? 1 : 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowInternalDependencies, &value) == hipSuccess);
+}
+
+void* pool_alloc(hipMemPool_t pool, std::size_t bytes, hipStream_t stream) {
+  void* ptr = nullptr;
+  REQUIRE(hipMallocFromPoolAsync(&ptr, bytes, pool, stream) == hipSuccess);
+  REQUIRE(ptr != nullptr);
+  return ptr;
+}
+
+std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>((i * 29 + seed * 13 + 5) & 0xff);
+  return data;
+}
+
+std::vector<unsigned char> read_back(const void* device, std::size_t bytes) {
+  std::vector<unsigned char> data(bytes, 0xcd);
+  REQUIRE(hipMemcpy(data.data(), device, bytes, hipMemcpyDeviceToHost) == hipSuccess);
+  return data;
+}
+
+hipMemPool_t default_pool(int device = 0) {
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&pool, device) == hipSuccess);
+  REQUIRE(pool != nullptr);
+  return pool;
+}
+
+// Leaves the default pools of both devices as the test found them: no cached memory reserved.
+struct TrimDefaultPools {
+  TrimDefaultPools() = default;
+  TrimDefaultPools(const TrimDefaultPools&) = delete;
+  TrimDefaultPools& operator=(const TrimDefaultPools&) = delete;
+  ~TrimDefaultPools() {
+    for (int device = 0; device < 2; ++device) {
+      CHECK(hipSetDevice(device) == hipSuccess);
+      CHECK(hipDeviceSynchronize() == hipSuccess);
+      hipMemPool_t pool = nullptr;
+      CHECK(hipDeviceGetDefaultMemPool(&pool, device) == hipSuccess);
+      CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+    }
+    CHECK(hipSetDevice(0) == hipSuccess);
+  }
+};
+
+hipMemLocation device_location(int id) {
+  hipMemLocation location{};
+  location.type = hipMemLocationTypeDevice;
+  location.id = id;
+  return location;
+}
+
+hipMemAccessDesc access_desc(int device, hipMemAccessFlags flags) {
+  hipMemAccessDesc desc{};
+  desc.location = device_location(device);
+  desc.flags = flags;
+  return desc;
+}
+
+hipMemAccessFlags access_of(hipMemPool_t pool, int device) {
+  hipMemLocation location = device_location(device);
+  hipMemAccessFlags flags = static_cast<hipMemAccessFlags>(0x55);
+  REQUIRE(hipMemPoolGetAccess(&flags, pool, &location) == hipSuccess);
+  return flags;
+}
+
+void record_status(hipStream_t, hipError_t status, void* user_data) {
+  static_cast<std::atomic<int>*>(user_data)->store(static_cast<int>(status));
+}
+
+}  // namespace
+
+TEST_SUITE_BEGIN("pools");
+
+// ---------------------------------------------------------------------------------------------
+// Allocation and data
+
+TEST_CASE("hipMallocAsync/hipFreeAsync: data round trip on created, null and per-thread streams") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  hipStream_t blocking = make_stream();
+  hipStream_t nonblocking = make_stream(hipStreamNonBlocking);
+  for (hipStream_t stream : {blocking, nonblocking, hipStream_t{nullptr}, hipStreamLegacy, hipStreamPerThread}) {
+    CAPTURE(reinterpret_cast<std::uintptr_t>(stream));
+    std::vector<void*> live;
+    std::vector<std::vector<unsigned char>> sent;
+    std::vector<std::vector<unsigned char>> received;
+    const std::vector<std::size_t> sizes = {1, 255, 256, 257, 4096, (1 << 20) + 3, std::size_t{40} << 20};
+    received.reserve(sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::size_t size = sizes[i];
+      void* ptr = nullptr;
+      REQUIRE(hipMallocAsync(&ptr, size, stream) == hipSuccess);
+      REQUIRE(ptr != nullptr);
+      CHECK(reinterpret_cast<std::uintptr_t>(ptr) % 256 == 0);
+      live.push_back(ptr);
+      sent.push_back(pattern(size, static_cast<unsigned>(i)));
+      received.emplace_back(size, 0);
+      REQUIRE(hipMemcpyAsync(ptr, sent.back().data(), size, hipMemcpyHostToDevice, stream) == hipSuccess);
+    }
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      REQUIRE(hipMemcpyAsync(received[i].data(), live[i], sizes[i], hipMemcpyDeviceToHost, stream) == hipSuccess);
+      REQUIRE(hipFreeAsync(live[i], stream) == hipSuccess);
+    }
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(received[i] == sent[i]);
+    // Live allocations never overlapped.
+    std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
+    for (std::size_t i = 0; i < sizes.size(); ++i) ranges.emplace_back(reinterpret_cast<std::uintptr_t>(live[i]), sizes[i]);
+    std::sort(ranges.begin(), ranges.end());
+    for (std::size_t i = 1; i < ranges.size(); ++i) CHECK(ranges[i - 1].first + ranges[i - 1].second <= ranges[i].first);
+  }
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipStreamDestroy(nonblocking) == hipSuccess);
+}
+
+TEST_CASE("hipMallocAsync/hipFreeAsync refusals") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  hipStream_t stream = make_stream();
+  void* ptr = reinterpret_cast<void*>(std::uintptr_t{0x1000});
+  CHECK(hipMallocAsync(nullptr, 256, stream) == hipErrorInvalidValue);
+  CHECK(hipMallocAsync(&ptr, 0, stream) == hipSuccess);  // like hipMalloc: nothing, and a null pointer
+  CHECK(ptr == nullptr);
+  CHECK(hipFreeAsync(nullptr, stream) == hipErrorInvalidValue);
+  int on_stack = 0;
+  CHECK(hipFreeAsync(&on_stack, stream) == hipErrorInvalidValue);
+  void* linear = nullptr;
+  REQUIRE(hipMalloc(&linear, 4096) == hipSuccess);
+  CHECK(hipFreeAsync(linear, stream) == hipErrorInvalidValue);  // not pool memory
+  CHECK(hipFree(linear) == hipSuccess);
+  REQUIRE(hipMallocAsync(&ptr, 4096, stream) == hipSuccess);
+  CHECK(hipFreeAsync(static_cast<char*>(ptr) + 256, stream) == hipErrorInvalidValue);  // interior
+  CHECK(hipFreeAsync(ptr, stream) == hipSuccess);
+  CHECK(hipFreeAsync(ptr, stream) == hipErrorInvalidValue);  // twice
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  hipMemPool_t pool = make_pool(0);
+  hipMemPool_t other_device_pool = make_pool(1);
+  hipStream_t stream = make_stream();
+  constexpr std::size_t kBytes = 100000;
+  void* ptr = pool_alloc(pool, kBytes, stream);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) >= kBytes);
+  CHECK(get_u64(default_pool(0), hipMemPoolAttrUsedMemCurrent) == 0);
+  const std::vector<unsigned char> data = pattern(kBytes, 4);
+  std::vector<unsigned char> back(kBytes, 0);
+  REQUIRE(hipMemcpyAsync(ptr, data.data(), kBytes, hipMemcpyHostToDevice, stream) == hipSuccess);
+  REQUIRE(hipMemcpyAsync(back.data(), ptr, kBytes, hipMemcpyDeviceToHost, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(back == data);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+
+  // A pool of device 1 serves a stream of device 0.
+  void* remote = pool_alloc(other_device_pool, 4096, stream);
+  CHECK(get_u64(other_device_pool, hipMemPoolAttrUsedMemCurrent) >= 4096);
+  REQUIRE(hipFreeAsync(remote, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+
+  // Refusals.
+  void* none = nullptr;
+  CHECK(hipMallocFromPoolAsync(&none, 256, nullptr, stream) == hipErrorInvalidValue);
+  CHECK(hipMallocFromPoolAsync(nullptr, 256, pool, stream) == hipErrorInvalidValue);
+  CHECK(hipMallocFromPoolAsync(&none, 256, reinterpret_cast<hipMemPool_t>(std::uintptr_t{0x40}), stream) ==
+        hipErrorInvalidValue);
+  CHECK(none == nullptr);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  CHECK(hipMallocFromPoolAsync(&none, 256, pool, stream) == hipErrorInvalidValue);
+  CHECK(none == nullptr);
+  CHECK(hipMemPoolDestroy(other_device_pool) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("hipFree releases a stream-ordered allocation") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  hipStream_t stream = make_stream();
+  void* ptr = pool_alloc(pool, 8192, stream);
+  REQUIRE(hipMemsetAsync(ptr, 0x12, 8192, stream) == hipSuccess);
+  CHECK(hipFree(ptr) == hipSuccess);  // waits for the memset, then frees
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(hipFreeAsync(ptr, stream) == hipErrorInvalidValue);
+  CHECK(hipFree(ptr) == hipErrorInvalidValue);
+  void* again = pool_alloc(pool, 8192, stream);
+  CHECK(hipFree(static_cast<char*>(again) + 256) == hipErrorInvalidValue);
+  CHECK(hipFree(again) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation and destruction
+
+TEST_CASE("hipMemPoolCreate checks its properties") {
+  LeakCheck leaks;
+  hipMemPool_t pool = nullptr;
+  const hipMemPool_t sentinel = reinterpret_cast<hipMemPool_t>(std::uintptr_t{0xfeed0});
+
+  hipMemPoolProps props = pool_props();
+  CHECK(hipMemPoolCreate(nullptr, &props) == hipErrorInvalidValue);
+  pool = sentinel;
+  CHECK(hipMemPoolCreate(&pool, nullptr) == hipErrorInvalidValue);
+
+  const auto refused = [&](const hipMemPoolProps& bad, hipError_t expected) {
+    hipMemPool_t out = sentinel;
+    CHECK(hipMemPoolCreate(&out, &bad) == expected);
+    CHECK(out == sentinel);
+  };
+  props = pool_props();
+  props.allocType = hipMemAllocationTypeInvalid;
+  refused(props, hipErrorInvalidValue);
+  props.allocType = static_cast<hipMemAllocationType>(7);
+  refused(props, hipErrorInvalidValue);
+  props = pool_props();
+  props.location.type = hipMemLocationTypeInvalid;
+  refused(props, hipErrorInvalidValue);
+  props = pool_props();
+  props.location.id = 2;  // two devices
+  refused(props, hipErrorInvalidValue);
+  props.location.id = -1;
+  refused(props, hipErrorInvalidValue);
+  props = pool_props();
+  props.handleTypes = hipMemHandleTypeWin32;
+  refused(props, hipErrorNotSupported);
+  props.handleTypes = hipMemHandleTypeWin32Kmt;
+  refused(props, hipErrorNotSupported);
+  for (const std::size_t index : {std::size_t{0}, std::size_t{31}, sizeof(props.reserved) - 1}) {
+    props = pool_props();
+    props.reserved[index] = 1;
+    refused(props, hipErrorInvalidValue);
+  }
+
+  // Accepted: POSIX fd handles, the second device, a maximum size.
+  for (const int variant : {0, 1, 2}) {
+    props = pool_props(variant == 1 ? 1 : 0);
+    if (variant == 0) props.handleTypes = hipMemHandleTypePosixFileDescriptor;
+    if (variant == 2) props.maxSize = std::size_t{64} << 20;
+    hipMemPool_t created = nullptr;
+    CHECK(hipMemPoolCreate(&created, &props) == hipSuccess);
+    CHECK(created != nullptr);
+    CHECK(hipMemPoolDestroy(created) == hipSuccess);
+  }
+}
+
+TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused") {
+  LeakCheck leaks;
+  CHECK(hipMemPoolDestroy(default_pool(0)) == hipErrorInvalidValue);
+  CHECK(hipMemPoolDestroy(default_pool(1)) == hipErrorInvalidValue);
+  CHECK(hipMemPoolDestroy(nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemPoolDestroy(reinterpret_cast<hipMemPool_t>(std::uintptr_t{0x70})) == hipErrorInvalidValue);
+  hipMemPool_t pool = make_pool();
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipErrorInvalidValue);
+  // Every other pool call refuses the destroyed pool.
+  std::uint64_t value = 0;
+  CHECK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReleaseThreshold, &value) == hipErrorInvalidValue);
+  CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &value) == hipErrorInvalidValue);
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipErrorInvalidValue);
+  hipMemAccessDesc desc = access_desc(0, hipMemAccessFlagsProtReadWrite);
+  CHECK(hipMemPoolSetAccess(pool, &desc, 1) == hipErrorInvalidValue);
+  hipMemLocation location = device_location(0);
+  hipMemAccessFlags flags{};
+  CHECK(hipMemPoolGetAccess(&flags, pool, &location) == hipErrorInvalidValue);
+  CHECK(hipDeviceSetMemPool(0, pool) == hipErrorInvalidValue);
+}
+
+TEST_CASE("hipMemPoolDestroy with an outstanding allocation: success, the memory stays usable, then frees") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream();
+  constexpr std::size_t kBytes = 65536;
+  const std::vector<unsigned char> data = pattern(kBytes, 8);
+  for (const bool free_async : {true, false}) {
+    CAPTURE(free_async);
+    hipMemPool_t pool = make_pool();
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipMemcpyAsync(ptr, data.data(), kBytes, hipMemcpyHostToDevice, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipErrorInvalidValue);
+    // Still usable.
+    CHECK(read_back(ptr, kBytes) == data);
+    REQUIRE(hipMemsetAsync(ptr, 0x3D, kBytes, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(read_back(ptr, kBytes) == std::vector<unsigned char>(kBytes, 0x3D));
+    if (free_async) {
+      CHECK(hipFreeAsync(ptr, stream) == hipSuccess);
+      CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    } else {
+      CHECK(hipFree(ptr) == hipSuccess);
+    }
+    CHECK(hipFreeAsync(ptr, stream) == hipErrorInvalidValue);
+  }
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("hipMemPoolDestroy while a free is still pending: work ordered before the free still succeeds") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  constexpr std::size_t kBytes = 65536;
+  hipMemPool_t pool = make_pool();
+  void* ptr = pool_alloc(pool, kBytes, stream);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  gate.block(stream);
+  REQUIRE(hipMemsetAsync(ptr, 0x5E, kBytes, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);  // returns at once
+  std::atomic<int> status{-1};
+  REQUIRE(hipStreamAddCallback(stream, record_status, &status, 0) == hipSuccess);
+  gate.open();
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  // The memset ran on memory that was still the application's in stream order.
+  CHECK(status.load() == static_cast<int>(hipSuccess));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("hipDeviceSetMemPool / hipDeviceGetMemPool / hipDeviceGetDefaultMemPool") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  const hipMemPool_t default0 = default_pool(0);
+  const hipMemPool_t default1 = default_pool(1);
+  CHECK(default0 != default1);
+  CHECK(default_pool(0) == default0);  // stable
+  hipMemPool_t current = nullptr;
+  REQUIRE(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == default0);
+  REQUIRE(hipDeviceGetMemPool(&current, 1) == hipSuccess);
+  CHECK(current == default1);
+
+  // Refusals: bad devices and null outputs.
+  hipMemPool_t out = nullptr;
+  CHECK(hipDeviceGetDefaultMemPool(&out, 2) == hipErrorInvalidDevice);
+  CHECK(hipDeviceGetDefaultMemPool(&out, -1) == hipErrorInvalidDevice);
+  CHECK(hipDeviceGetMemPool(&out, 2) == hipErrorInvalidDevice);
+  CHECK(hipDeviceGetMemPool(&out, -1) == hipErrorInvalidDevice);
+  CHECK(hipDeviceGetDefaultMemPool(nullptr, 0) == hipErrorInvalidValue);
+  CHECK(hipDeviceGetMemPool(nullptr, 0) == hipErrorInvalidValue);
+  CHECK(out == nullptr);
+
+  hipMemPool_t pool0 = make_pool(0);
+  hipMemPool_t pool1 = make_pool(1);
+  CHECK(hipDeviceSetMemPool(2, pool0) == hipErrorInvalidDevice);
+  CHECK(hipDeviceSetMemPool(-1, pool0) == hipErrorInvalidDevice);
+  CHECK(hipDeviceSetMemPool(0, pool1) == hipErrorInvalidValue);  // the pool of another device
+  CHECK(hipDeviceSetMemPool(1, pool0) == hipErrorInvalidValue);
+  CHECK(hipDeviceSetMemPool(0, nullptr) == hipErrorInvalidValue);
+  REQUIRE(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == default0);
+
+  // hipMallocAsync draws from the current pool.
+  CHECK(hipDeviceSetMemPool(0, pool0) == hipSuccess);
+  REQUIRE(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == pool0);
+  hipStream_t stream = make_stream();
+  void* ptr = nullptr;
+  REQUIRE(hipMallocAsync(&ptr, 5000, stream) == hipSuccess);
+  CHECK(get_u64(pool0, hipMemPoolAttrUsedMemCurrent) >= 5000);
+  CHECK(get_u64(default0, hipMemPoolAttrUsedMemCurrent) == 0);
+
+  // A stream of device 1 draws from device 1's current pool.
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipDeviceSetMemPool(1, pool1) == hipSuccess);
+  hipStream_t stream1 = make_stream();
+  void* ptr1 = nullptr;
+  REQUIRE(hipMallocAsync(&ptr1, 7000, stream1) == hipSuccess);
+  CHECK(get_u64(pool1, hipMemPoolAttrUsedMemCurrent) >= 7000);
+  REQUIRE(hipFreeAsync(ptr1, stream1) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream1) == hipSuccess);
+  CHECK(hipStreamDestroy(stream1) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  // Back to the default by name, then destroying the current pool resets it to the default.
+  CHECK(hipDeviceSetMemPool(0, default0) == hipSuccess);
+  REQUIRE(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == default0);
+  CHECK(hipDeviceSetMemPool(0, pool0) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool0) == hipSuccess);  // ptr is still outstanding
+  REQUIRE(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == default0);
+  CHECK(hipDeviceSetMemPool(0, pool0) == hipErrorInvalidValue);
+  CHECK(hipMemPoolDestroy(pool1) == hipSuccess);
+  REQUIRE(hipDeviceGetMemPool(&current, 1) == hipSuccess);
+  CHECK(current == default1);
+  void* from_default = nullptr;
+  REQUIRE(hipMallocAsync(&from_default, 3000, stream) == hipSuccess);
+  CHECK(get_u64(default0, hipMemPoolAttrUsedMemCurrent) >= 3000);
+  REQUIRE(hipFreeAsync(from_default, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attributes
+
+TEST_CASE("every hipMemPoolAttr round-trips or is refused as documented") {
+  LeakCheck leaks;
+  for (const bool use_default : {false, true}) {
+    CAPTURE(use_default);
+    hipMemPool_t pool = use_default ? default_pool(0) : make_pool();
+    // Reuse policies: int 0 or 1, enabled by default.
+    for (const hipMemPoolAttr attr :
+         {hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic,
+          hipMemPoolReuseAllowInternalDependencies}) {
+      CAPTURE(static_cast<int>(attr));
+      CHECK(get_int(pool, attr) == 1);
+      for (const int value : {0, 1, 0}) {
+        int set = value;
+        CHECK(hipMemPoolSetAttribute(pool, attr, &set) == hipSuccess);
+        CHECK(get_int(pool, attr) == value);
+      }
+      for (int bad : {2, -1, 100, INT_MIN}) {
+        CHECK(hipMemPoolSetAttribute(pool, attr, &bad) == hipErrorInvalidValue);
+        CHECK(get_int(pool, attr) == 0);
+      }
+      int one = 1;
+      CHECK(hipMemPoolSetAttribute(pool, attr, &one) == hipSuccess);
+    }
+    // Release threshold: uint64, default 0.
+    CHECK(get_u64(pool, hipMemPoolAttrReleaseThreshold) == 0);
+    for (const std::uint64_t value : {std::uint64_t{12345}, kKeepAll, std::uint64_t{1} << 40, std::uint64_t{0}}) {
+      set_u64(pool, hipMemPoolAttrReleaseThreshold, value);
+      CHECK(get_u64(pool, hipMemPoolAttrReleaseThreshold) == value);
+    }
+    // Current values are read-only.
+    for (const hipMemPoolAttr attr : {hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrUsedMemCurrent}) {
+      CAPTURE(static_cast<int>(attr));
+      for (std::uint64_t value : {std::uint64_t{0}, std::uint64_t{1}, kKeepAll}) {
+        CHECK(hipMemPoolSetAttribute(pool, attr, &value) == hipErrorInvalidValue);
+      }
+      CHECK(get_u64(pool, attr) == 0);
+    }
+    // High-water marks: only reset with 0.
+    for (const hipMemPoolAttr attr : {hipMemPoolAttrReservedMemHigh, hipMemPoolAttrUsedMemHigh}) {
+      CAPTURE(static_cast<int>(attr));
+      for (std::uint64_t value : {std::uint64_t{1}, std::uint64_t{4096}, kKeepAll}) {
+        CHECK(hipMemPoolSetAttribute(pool, attr, &value) == hipErrorInvalidValue);
+      }
+      std::uint64_t zero = 0;
+      CHECK(hipMemPoolSetAttribute(pool, attr, &zero) == hipSuccess);
+      CHECK(get_u64(pool, attr) == 0);
+    }
+    // Unknown attributes and null values.
+    for (const int attr : {0, 9, 100, -1}) {
+      std::uint64_t value = 0;
+      CHECK(hipMemPoolGetAttribute(pool, static_cast<hipMemPoolAttr>(attr), &value) == hipErrorInvalidValue);
+      CHECK(hipMemPoolSetAttribute(pool, static_cast<hipMemPoolAttr>(attr), &value) == hipErrorInvalidValue);
+    }
+    CHECK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReleaseThreshold, nullptr) == hipErrorInvalidValue);
+    CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, nullptr) == hipErrorInvalidValue);
+    CHECK(hipMemPoolSetAttribute(pool, hipMemPoolReuseAllowOpportunistic, nullptr) == hipErrorInvalidValue);
+    if (!use_default) CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+  std::uint64_t value = 0;
+  CHECK(hipMemPoolGetAttribute(nullptr, hipMemPoolAttrReleaseThreshold, &value) == hipErrorInvalidValue);
+  CHECK(hipMemPoolSetAttribute(nullptr, hipMemPoolAttrReleaseThreshold, &value) == hipErrorInvalidValue);
+}
+
+TEST_CASE("UsedMemCurrent/High and ReservedMemCurrent/High follow allocations and frees") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  hipStream_t stream = make_stream();
+  for (const hipMemPoolAttr attr : {hipMemPoolAttrReservedMemCurrent, hipMemPoolAttrReservedMemHigh,
+                                    hipMemPoolAttrUsedMemCurrent, hipMemPoolAttrUsedMemHigh}) {
+    CHECK(get_u64(pool, attr) == 0);
+  }
+  constexpr std::size_t kSmall = 1 << 20;
+  constexpr std::size_t kLarge = 3 << 20;
+  void* small = pool_alloc(pool, kSmall, stream);
+  const std::uint64_t used_small = get_u64(pool, hipMemPoolAttrUsedMemCurrent);
+  CHECK(used_small >= kSmall);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) >= used_small);
+  void* large = pool_alloc(pool, kLarge, stream);
+  const std::uint64_t used_both = get_u64(pool, hipMemPoolAttrUsedMemCurrent);
+  CHECK(used_both >= used_small + kLarge);
+  const std::uint64_t reserved_both = get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+  CHECK(reserved_both >= used_both);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == used_both);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemHigh) == reserved_both);
+
+  // Freeing lowers the current use at once; the high mark stays until reset.
+  REQUIRE(hipFreeAsync(small, stream) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == used_both - used_small);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == used_both);
+  std::uint64_t zero = 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolAttrUsedMemHigh, &zero) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == used_both - used_small);
+
+  REQUIRE(hipFreeAsync(large, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);  // threshold 0: everything goes back
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemHigh) == reserved_both);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == used_both - used_small);
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolAttrReservedMemHigh, &zero) == hipSuccess);
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolAttrUsedMemHigh, &zero) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemHigh) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == 0);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Release threshold and trimming
+
+TEST_CASE("release threshold 0: reserved memory returns at the next synchronisation; a large one keeps it") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  hipStream_t stream = make_stream();
+  constexpr std::size_t kBytes = std::size_t{5} << 20;
+
+  SUBCASE("threshold 0 and hipStreamSynchronize") {
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  }
+  SUBCASE("threshold 0 and hipDeviceSynchronize") {
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+    REQUIRE(hipDeviceSynchronize() == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  }
+  SUBCASE("threshold 0 and hipEventSynchronize") {
+    hipEvent_t event = nullptr;
+    REQUIRE(hipEventCreate(&event) == hipSuccess);
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+    REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+    REQUIRE(hipEventSynchronize(event) == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+  SUBCASE("threshold 0 keeps what is live") {
+    void* live = pool_alloc(pool, kBytes, stream);
+    void* freed = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(freed, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) >= get_u64(pool, hipMemPoolAttrUsedMemCurrent));
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) > 0);
+    REQUIRE(hipFreeAsync(live, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  }
+  SUBCASE("a large threshold keeps the memory reserved") {
+    set_u64(pool, hipMemPoolAttrReleaseThreshold, std::uint64_t{1} << 40);
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    REQUIRE(hipDeviceSynchronize() == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) >= kBytes);
+    CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+    // Lowering the threshold releases at the next synchronisation.
+    set_u64(pool, hipMemPoolAttrReleaseThreshold, 0);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  }
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("hipMemPoolTrimTo releases down to its argument but never below outstanding allocations") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  constexpr std::size_t kBlock = std::size_t{40} << 20;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(pool_alloc(pool, kBlock, stream));
+  const std::vector<unsigned char> data = pattern(kBlock, 2);
+  REQUIRE(hipMemcpyAsync(blocks[0], data.data(), kBlock, hipMemcpyHostToDevice, stream) == hipSuccess);
+  for (int i = 1; i < 4; ++i) REQUIRE(hipFreeAsync(blocks[static_cast<std::size_t>(i)], stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  const std::uint64_t used = get_u64(pool, hipMemPoolAttrUsedMemCurrent);
+  const std::uint64_t reserved = get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+  CHECK(used >= kBlock);
+  CHECK(reserved >= 4 * kBlock);
+
+  // Holding more than is reserved: a no-op.
+  CHECK(hipMemPoolTrimTo(pool, reserved + 1) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == reserved);
+  CHECK(hipMemPoolTrimTo(pool, reserved) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == reserved);
+  // Part way: at least the argument stays reserved.
+  const std::uint64_t half = reserved / 2;
+  CHECK(hipMemPoolTrimTo(pool, half) == hipSuccess);
+  const std::uint64_t after_half = get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+  CHECK(after_half >= half);
+  CHECK(after_half < reserved);
+  // All the way: what backs the live allocation stays, and it still holds its data.
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  const std::uint64_t floor = get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+  CHECK(floor >= used);
+  CHECK(floor < after_half);
+  CHECK(read_back(blocks[0], kBlock) == data);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == used);
+
+  // A free whose stream has not reached it yet cannot be trimmed.
+  Gate gate;
+  void* pending = pool_alloc(pool, kBlock, stream);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  gate.block(stream);
+  REQUIRE(hipMemsetAsync(pending, 0x01, kBlock, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(pending, stream) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) >= used + kBlock);
+  gate.open();
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == floor);
+
+  REQUIRE(hipFreeAsync(blocks[0], stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  CHECK(hipMemPoolTrimTo(nullptr, 0) == hipErrorInvalidValue);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reuse policies
+
+namespace {
+
+constexpr std::size_t kReuseBytes = 1 << 20;
+
+struct ReuseFixture {
+  hipMemPool_t pool = make_pool();
+  hipStream_t a = make_stream(hipStreamNonBlocking);
+  hipStream_t b = make_stream(hipStreamNonBlocking);
+  ReuseFixture() { set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll); }
+  ReuseFixture(const ReuseFixture&) = delete;
+  ReuseFixture& operator=(const ReuseFixture&) = delete;
+  ~ReuseFixture() {
+    CHECK(hipStreamSynchronize(a) == hipSuccess);
+    CHECK(hipStreamSynchronize(b) == hipSuccess);
+    CHECK(hipStreamDestroy(a) == hipSuccess);
+    CHECK(hipStreamDestroy(b) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reuse: the same stream always gets its freed block back, whatever the policies") {
+  LeakCheck leaks;
+  for (const bool policies_on : {false, true}) {
+    CAPTURE(policies_on);
+    ReuseFixture f;
+    set_policies(f.pool, policies_on, policies_on, policies_on);
+    void* first = pool_alloc(f.pool, kReuseBytes, f.a);
+    REQUIRE(hipFreeAsync(first, f.a) == hipSuccess);
+    void* second = pool_alloc(f.pool, kReuseBytes, f.a);
+    CHECK(second == first);
+    // Also while the stream is held, so the free has not happened yet.
+    Gate gate;
+    gate.block(f.a);
+    REQUIRE(hipFreeAsync(second, f.a) == hipSuccess);
+    void* third = pool_alloc(f.pool, kReuseBytes, f.a);
+    CHECK(third == first);
+    REQUIRE(hipFreeAsync(third, f.a) == hipSuccess);
+    gate.open();
+  }
+}
+
+TEST_CASE("reuse: FollowEventDependencies, on and off") {
+  LeakCheck leaks;
+  for (const bool follow : {true, false}) {
+    for (const bool with_wait : {true, false}) {
+      CAPTURE(follow);
+      CAPTURE(with_wait);
+      ReuseFixture f;
+      set_policies(f.pool, follow, false, false);
+      Gate gate;
+      void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+      gate.block(f.a);  // the free below is not reached, so only a dependency makes reuse safe
+      REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+      hipEvent_t event = nullptr;
+      REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+      REQUIRE(hipEventRecord(event, f.a) == hipSuccess);
+      if (with_wait) REQUIRE(hipStreamWaitEvent(f.b, event, 0) == hipSuccess);
+      void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+      if (follow && with_wait) {
+        CHECK(taken == freed);
+      } else {
+        CHECK(taken != freed);
+      }
+      // B's use of the block is ordered after A's free when it was reused.
+      std::atomic<bool> b_ran{false};
+      add_flag_callback(f.b, &b_ran);
+      if (with_wait) {
+        CHECK(still_pending(f.b));
+        CHECK_FALSE(b_ran.load());
+      }
+      gate.open();
+      CHECK(hipStreamSynchronize(f.b) == hipSuccess);
+      CHECK(b_ran.load());
+      REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+      CHECK(hipEventDestroy(event) == hipSuccess);
+    }
+  }
+}
+
+TEST_CASE("reuse: FollowEventDependencies through the null stream") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  set_policies(pool, true, false, false);
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  void* scratch = nullptr;
+  REQUIRE(hipMalloc(&scratch, 256) == hipSuccess);
+  Gate gate;
+  void* freed = pool_alloc(pool, kReuseBytes, blocking);
+  gate.block(blocking);
+  REQUIRE(hipFreeAsync(freed, blocking) == hipSuccess);
+  // Null-stream work queued now runs after everything queued on the blocking stream so far.
+  REQUIRE(hipMemsetAsync(scratch, 0, 256, nullptr) == hipSuccess);
+  void* taken = pool_alloc(pool, kReuseBytes, nullptr);
+  CHECK(taken == freed);
+  REQUIRE(hipFreeAsync(taken, nullptr) == hipSuccess);
+  gate.open();
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(hipFree(scratch) == hipSuccess);
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("reuse: AllowOpportunistic, on and off") {
+  LeakCheck leaks;
+  for (const bool opportunistic : {true, false}) {
+    CAPTURE(opportunistic);
+    ReuseFixture f;
+    set_policies(f.pool, false, opportunistic, false);
+    void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+    REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(f.a) == hipSuccess);  // the free has completed
+    void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+    if (opportunistic) {
+      CHECK(taken == freed);
+    } else {
+      CHECK(taken != freed);
+    }
+    // A free that has not completed is never taken opportunistically.
+    Gate gate;
+    void* pending = pool_alloc(f.pool, kReuseBytes, f.a);
+    gate.block(f.a);
+    REQUIRE(hipFreeAsync(pending, f.a) == hipSuccess);
+    void* other = pool_alloc(f.pool, kReuseBytes, f.b);
+    CHECK(other != pending);
+    REQUIRE(hipFreeAsync(other, f.b) == hipSuccess);
+    REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+    gate.open();
+  }
+}
+
+TEST_CASE("reuse: AllowInternalDependencies, on and off; when on, the allocating stream waits for the free") {
+  LeakCheck leaks;
+  for (const bool internal : {true, false}) {
+    CAPTURE(internal);
+    ReuseFixture f;
+    set_policies(f.pool, false, false, internal);
+    Gate gate;
+    void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+    REQUIRE(hipStreamSynchronize(f.a) == hipSuccess);
+    gate.block(f.a);
+    REQUIRE(hipMemsetAsync(freed, 0xA1, kReuseBytes, f.a) == hipSuccess);
+    REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+    void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+    REQUIRE(hipMemsetAsync(taken, 0xB2, kReuseBytes, f.b) == hipSuccess);
+    std::atomic<bool> b_ran{false};
+    add_flag_callback(f.b, &b_ran);
+    if (internal) {
+      CHECK(taken == freed);
+      CHECK(still_pending(f.b));
+      CHECK_FALSE(b_ran.load());
+    } else {
+      CHECK(taken != freed);
+      CHECK(eventually([&] { return b_ran.load(); }));
+      CHECK(hipStreamQuery(f.b) == hipSuccess);
+    }
+    gate.open();
+    CHECK(hipStreamSynchronize(f.b) == hipSuccess);
+    CHECK(b_ran.load());
+    REQUIRE(hipStreamSynchronize(f.a) == hipSuccess);
+    // B's memset came after A's, so B's bytes are what the block holds.
+    CHECK(read_back(taken, kReuseBytes) == std::vector<unsigned char>(kReuseBytes, 0xB2));
+    REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+  }
+}
+
+TEST_CASE("reuse with every policy off and no order between the streams: a fresh block") {
+  LeakCheck leaks;
+  ReuseFixture f;
+  set_policies(f.pool, false, false, false);
+  void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+  REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(f.a) == hipSuccess);
+  void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+  CHECK(taken != freed);
+  REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+}
+
+// A free on the null stream comes after earlier work of blocking streams (and a free on a
+// blocking stream after earlier null-stream work), so a block reused by another stream must not
+// be touched by that earlier work once the new owner has written it.
+TEST_CASE("reuse honours null-stream ordering of the free") {
+  LeakCheck leaks;
+  for (const bool free_on_null : {true, false}) {
+    CAPTURE(free_on_null);
+    hipMemPool_t pool = make_pool();
+    set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+    hipStream_t blocking = make_stream(hipStreamDefault);
+    hipStream_t other = make_stream(hipStreamNonBlocking);
+    Gate gate;
+    void* first = pool_alloc(pool, kReuseBytes, blocking);
+    REQUIRE(hipStreamSynchronize(blocking) == hipSuccess);
+    hipStream_t user = free_on_null ? blocking : nullptr;
+    hipStream_t freer = free_on_null ? nullptr : blocking;
+    gate.block(user);
+    REQUIRE(hipMemsetAsync(first, 0xAA, kReuseBytes, user) == hipSuccess);
+    REQUIRE(hipFreeAsync(first, freer) == hipSuccess);
+    void* second = pool_alloc(pool, kReuseBytes, other);
+    REQUIRE(hipMemsetAsync(second, 0x55, kReuseBytes, other) == hipSuccess);
+    std::thread opener = gate.open_later(100ms);
+    CHECK(hipStreamSynchronize(other) == hipSuccess);
+    opener.join();
+    CHECK(hipDeviceSynchronize() == hipSuccess);
+    const bool reused = second == first;
+    CAPTURE(reused);
+    CHECK(read_back(second, kReuseBytes) == std::vector<unsigned char>(kReuseBytes, 0x55));
+    REQUIRE(hipFreeAsync(second, other) == hipSuccess);
+    CHECK(hipStreamSynchronize(other) == hipSuccess);
+    CHECK(hipStreamDestroy(blocking) == hipSuccess);
+    CHECK(hipStreamDestroy(other) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Access
+
+TEST_CASE("pool access: the owner is always read-write; another device needs hipMemPoolSetAccess") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool(0);
+  CHECK(access_of(pool, 0) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(pool, 1) == hipMemAccessFlagsProtNone);
+  // The owner cannot be lowered.
+  for (const hipMemAccessFlags flags : {hipMemAccessFlagsProtNone, hipMemAccessFlagsProtRead}) {
+    const hipMemAccessDesc desc = access_desc(0, flags);
+    CHECK(hipMemPoolSetAccess(pool, &desc, 1) == hipErrorInvalidValue);
+    CHECK(access_of(pool, 0) == hipMemAccessFlagsProtReadWrite);
+  }
+  const hipMemAccessDesc owner_rw = access_desc(0, hipMemAccessFlagsProtReadWrite);
+  CHECK(hipMemPoolSetAccess(pool, &owner_rw, 1) == hipSuccess);
+
+  constexpr std::size_t kBytes = 8192;
+  hipStream_t stream = make_stream();
+  void* ptr = pool_alloc(pool, kBytes, stream);
+  REQUIRE(hipMemsetAsync(ptr, 0x10, kBytes, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  const std::vector<unsigned char> data = pattern(kBytes, 6);
+  std::vector<unsigned char> back(kBytes, 0);
+
+  // Device 1 has no access yet.
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipMemcpy(ptr, data.data(), kBytes, hipMemcpyHostToDevice) != hipSuccess);
+  CHECK(hipMemcpy(back.data(), ptr, kBytes, hipMemcpyDeviceToHost) != hipSuccess);
+  CHECK(hipMemset(ptr, 0, kBytes) != hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK(read_back(ptr, kBytes) == std::vector<unsigned char>(kBytes, 0x10));
+
+  // Read-only: reads work, writes do not.
+  const hipMemAccessDesc read_only = access_desc(1, hipMemAccessFlagsProtRead);
+  CHECK(hipMemPoolSetAccess(pool, &read_only, 1) == hipSuccess);
+  CHECK(access_of(pool, 1) == hipMemAccessFlagsProtRead);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), ptr, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == std::vector<unsigned char>(kBytes, 0x10));
+  CHECK(hipMemcpy(ptr, data.data(), kBytes, hipMemcpyHostToDevice) != hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  // Read-write: copies from device 1 land.
+  const hipMemAccessDesc read_write = access_desc(1, hipMemAccessFlagsProtReadWrite);
+  CHECK(hipMemPoolSetAccess(pool, &read_write, 1) == hipSuccess);
+  CHECK(access_of(pool, 1) == hipMemAccessFlagsProtReadWrite);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipMemcpy(ptr, data.data(), kBytes, hipMemcpyHostToDevice) == hipSuccess);
+  // Memory the pool maps after the grant is covered too.
+  void* later = nullptr;
+  hipStream_t stream1 = make_stream();
+  REQUIRE(hipMallocFromPoolAsync(&later, std::size_t{48} << 20, pool, stream1) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream1) == hipSuccess);
+  CHECK(hipMemcpy(static_cast<char*>(later) + (std::size_t{40} << 20), data.data(), kBytes, hipMemcpyHostToDevice) ==
+        hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK(read_back(ptr, kBytes) == data);
+  CHECK(read_back(static_cast<char*>(later) + (std::size_t{40} << 20), kBytes) == data);
+
+  // Revoked again.
+  const hipMemAccessDesc none = access_desc(1, hipMemAccessFlagsProtNone);
+  CHECK(hipMemPoolSetAccess(pool, &none, 1) == hipSuccess);
+  CHECK(access_of(pool, 1) == hipMemAccessFlagsProtNone);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), ptr, kBytes, hipMemcpyDeviceToHost) != hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  REQUIRE(hipFreeAsync(later, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream1) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("pool access refusals leave the access unchanged") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool(0);
+  const hipMemAccessDesc good = access_desc(1, hipMemAccessFlagsProtRead);
+  CHECK(hipMemPoolSetAccess(pool, nullptr, 1) == hipErrorInvalidValue);
+  CHECK(hipMemPoolSetAccess(pool, &good, 0) == hipErrorInvalidValue);
+  CHECK(hipMemPoolSetAccess(nullptr, &good, 1) == hipErrorInvalidValue);
+  hipMemAccessDesc bad = access_desc(2, hipMemAccessFlagsProtRead);
+  CHECK(hipMemPoolSetAccess(pool, &bad, 1) == hipErrorInvalidValue);
+  bad = access_desc(-1, hipMemAccessFlagsProtRead);
+  CHECK(hipMemPoolSetAccess(pool, &bad, 1) == hipErrorInvalidValue);
+  bad = access_desc(1, static_cast<hipMemAccessFlags>(2));
+  CHECK(hipMemPoolSetAccess(pool, &bad, 1) == hipErrorInvalidValue);
+  bad = access_desc(1, hipMemAccessFlagsProtRead);
+  bad.location.type = hipMemLocationTypeInvalid;
+  CHECK(hipMemPoolSetAccess(pool, &bad, 1) == hipErrorInvalidValue);
+  // A list with one bad entry changes nothing.
+  const hipMemAccessDesc list[2] = {good, access_desc(0, hipMemAccessFlagsProtRead)};
+  CHECK(hipMemPoolSetAccess(pool, list, 2) == hipErrorInvalidValue);
+  CHECK(access_of(pool, 1) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(pool, 0) == hipMemAccessFlagsProtReadWrite);
+
+  hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
+  hipMemLocation location = device_location(1);
+  CHECK(hipMemPoolGetAccess(nullptr, pool, &location) == hipErrorInvalidValue);
+  CHECK(hipMemPoolGetAccess(&flags, pool, nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemPoolGetAccess(&flags, nullptr, &location) == hipErrorInvalidValue);
+  location = device_location(2);
+  CHECK(hipMemPoolGetAccess(&flags, pool, &location) == hipErrorInvalidValue);
+  location = device_location(0);
+  location.type = hipMemLocationTypeInvalid;
+  CHECK(hipMemPoolGetAccess(&flags, pool, &location) == hipErrorInvalidValue);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads and the books
+
+TEST_CASE("pools under threads: 8 threads allocate, fill, copy and free on their own streams") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  hipMemPool_t shared = make_pool();
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 60;
+  std::atomic<int> failures{0};
+  std::atomic<int> corrupt{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      hipStream_t stream = nullptr;
+      if (hipStreamCreateWithFlags(&stream, t % 2 == 0 ? hipStreamDefault : hipStreamNonBlocking) != hipSuccess) {
+        ++failures;
+        return;
+      }
+      std::vector<unsigned char> back;
+      for (int round = 0; round < kRounds; ++round) {
+        const std::size_t bytes = 512 + static_cast<std::size_t>((round * 977 + t * 131) % 20000);
+        const auto byte = static_cast<unsigned char>(t * 16 + round % 16);
+        void* ptr = nullptr;
+        const hipError_t allocated = round % 2 == 0 ? hipMallocAsync(&ptr, bytes, stream)
+                                                    : hipMallocFromPoolAsync(&ptr, bytes, shared, stream);
+        if (allocated != hipSuccess) {
+          ++failures;
+          continue;
+        }
+        back.assign(bytes, 0);
+        if (hipMemsetAsync(ptr, byte, bytes, stream) != hipSuccess) ++failures;
+        if (hipMemcpyAsync(back.data(), ptr, bytes, hipMemcpyDeviceToHost, stream) != hipSuccess) ++failures;
+        if (hipFreeAsync(ptr, stream) != hipSuccess) ++failures;
+        if (hipStreamSynchronize(stream) != hipSuccess) ++failures;
+        if (!std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == byte; })) ++corrupt;
+      }
+      if (hipStreamDestroy(stream) != hipSuccess) ++failures;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  CHECK(corrupt.load() == 0);
+  CHECK(get_u64(shared, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(get_u64(default_pool(0), hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(hipMemPoolDestroy(shared) == hipSuccess);
+}
+
+TEST_CASE("the books return to their starting values once pools are trimmed and destroyed") {
+  const hipxxBookCounts start = books();
+  hipStream_t stream = make_stream();
+  std::vector<hipMemPool_t> pools;
+  for (int i = 0; i < 3; ++i) pools.push_back(make_pool(i % 2));
+  std::vector<void*> outstanding;
+  for (hipMemPool_t pool : pools) {
+    set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+    for (int j = 0; j < 4; ++j) {
+      void* ptr = pool_alloc(pool, (std::size_t{1} << 20) * static_cast<std::size_t>(j + 1), stream);
+      if (j == 0) {
+        outstanding.push_back(ptr);
+      } else {
+        REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+      }
+    }
+  }
+  void* from_default = nullptr;
+  REQUIRE(hipMallocAsync(&from_default, std::size_t{33} << 20, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK_FALSE(books() == start);
+  // Destroy one pool with its allocation still outstanding, trim another.
+  CHECK(hipMemPoolDestroy(pools[0]) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pools[1], 0) == hipSuccess);
+  for (void* ptr : outstanding) REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(from_default, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pools[1], 0) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pools[1]) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pools[2]) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(default_pool(0), 0) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(books() == start);
+}

@@ -1,0 +1,1051 @@
+// Streams: creation and its refusals, handles that name nothing, priorities, flags, CU masks, query
+// and synchronize, callbacks, stream wait/write value with every comparison at both widths,
+// null-stream ordering, hipStreamPerThread, async copies and fills, ordering under load, and
+// that destroyed streams leave no thread behind.
+#include "stream_test_support.hpp"
+
+#include <array>
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+
+using namespace stest;
+using namespace std::chrono_literals;
+
+namespace {
+
+void* malloc_device(std::size_t bytes) {
+  void* ptr = nullptr;
+  REQUIRE(hipMalloc(&ptr, bytes) == hipSuccess);
+  REQUIRE(ptr != nullptr);
+  return ptr;
+}
+
+std::vector<unsigned char> read_back(const void* device, std::size_t bytes) {
+  std::vector<unsigned char> data(bytes, 0xcd);
+  REQUIRE(hipMemcpy(data.data(), device, bytes, hipMemcpyDeviceToHost) == hipSuccess);
+  return data;
+}
+
+std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>((i * 131 + seed * 17 + 1) & 0xff);
+  return data;
+}
+
+void never_called(hipStream_t, hipError_t, void* user_data) { static_cast<std::atomic<int>*>(user_data)->fetch_add(1); }
+
+}  // namespace
+
+TEST_SUITE_BEGIN("streams");
+
+// ---------------------------------------------------------------------------------------------
+// Creation and destruction
+
+TEST_CASE("every create variant gives a distinct, usable stream that can be destroyed once") {
+  LeakCheck leaks;
+  std::vector<hipStream_t> streams(6, nullptr);
+  CHECK(hipStreamCreate(&streams[0]) == hipSuccess);
+  CHECK(hipStreamCreateWithFlags(&streams[1], hipStreamDefault) == hipSuccess);
+  CHECK(hipStreamCreateWithFlags(&streams[2], hipStreamNonBlocking) == hipSuccess);
+  CHECK(hipStreamCreateWithPriority(&streams[3], hipStreamDefault, 0) == hipSuccess);
+  CHECK(hipStreamCreateWithPriority(&streams[4], hipStreamNonBlocking, -1) == hipSuccess);
+  const std::uint32_t mask = 0x1;
+  CHECK(hipExtStreamCreateWithCUMask(&streams[5], 1, &mask) == hipSuccess);
+  for (hipStream_t stream : streams) {
+    CHECK(stream != nullptr);
+    CHECK(stream != hipStreamLegacy);
+    CHECK(stream != hipStreamPerThread);
+    CHECK(hipStreamQuery(stream) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  }
+  std::vector<hipStream_t> sorted = streams;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  for (hipStream_t stream : streams) CHECK(hipStreamDestroy(stream) == hipSuccess);
+  for (hipStream_t stream : streams) CHECK(hipStreamDestroy(stream) == hipErrorInvalidHandle);
+  // Handles are not reused: a new stream never takes a destroyed stream's name.
+  hipStream_t fresh = nullptr;
+  REQUIRE(hipStreamCreate(&fresh) == hipSuccess);
+  CHECK(std::find(streams.begin(), streams.end(), fresh) == streams.end());
+  CHECK(hipStreamDestroy(fresh) == hipSuccess);
+}
+
+TEST_CASE("bad flags and null out pointers are refused with hipErrorInvalidValue") {
+  LeakCheck leaks;
+  const hipStream_t sentinel = reinterpret_cast<hipStream_t>(std::uintptr_t{0xdead0});
+  for (const unsigned flags : {0x2U, 0x4U, 0x3U, 0x80000000U, 0xFFFFFFFFU}) {
+    CAPTURE(flags);
+    hipStream_t stream = sentinel;
+    CHECK(hipStreamCreateWithFlags(&stream, flags) == hipErrorInvalidValue);
+    CHECK(stream == sentinel);
+    CHECK(hipStreamCreateWithPriority(&stream, flags, 0) == hipErrorInvalidValue);
+    CHECK(stream == sentinel);
+  }
+  CHECK(hipStreamCreate(nullptr) == hipErrorInvalidValue);
+  CHECK(hipStreamCreateWithFlags(nullptr, hipStreamDefault) == hipErrorInvalidValue);
+  CHECK(hipStreamCreateWithFlags(nullptr, hipStreamNonBlocking) == hipErrorInvalidValue);
+  CHECK(hipStreamCreateWithPriority(nullptr, hipStreamDefault, 0) == hipErrorInvalidValue);
+  const std::uint32_t mask = 0x1;
+  CHECK(hipExtStreamCreateWithCUMask(nullptr, 1, &mask) == hipErrorInvalidValue);
+  hipStream_t stream = sentinel;
+  CHECK(hipExtStreamCreateWithCUMask(&stream, 0, &mask) == hipErrorInvalidValue);
+  CHECK(hipExtStreamCreateWithCUMask(&stream, 1, nullptr) == hipErrorInvalidValue);
+  CHECK(stream == sentinel);
+  // hipGetLastError remembers the refusal and then clears.
+  CHECK(hipGetLastError() == hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipSuccess);
+}
+
+TEST_CASE("destroyed and forged handles are refused with hipErrorInvalidHandle by every stream call") {
+  LeakCheck leaks;
+  hipStream_t destroyed = make_stream();
+  REQUIRE(hipStreamDestroy(destroyed) == hipSuccess);
+  int on_stack = 0;
+  const std::vector<hipStream_t> bad = {
+      destroyed,
+      reinterpret_cast<hipStream_t>(std::uintptr_t{3}),
+      reinterpret_cast<hipStream_t>(std::uintptr_t{0x1234}),
+      reinterpret_cast<hipStream_t>(&on_stack),
+      reinterpret_cast<hipStream_t>(reinterpret_cast<std::uintptr_t>(destroyed) + 1),
+  };
+  void* device = malloc_device(4096);
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 8, hipMallocSignalMemory) == hipSuccess);
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreate(&event) == hipSuccess);
+  std::vector<unsigned char> host(64);
+  std::atomic<int> calls{0};
+  for (hipStream_t stream : bad) {
+    CAPTURE(reinterpret_cast<std::uintptr_t>(stream));
+    unsigned flags = 77;
+    int priority = 77;
+    std::uint32_t mask[2] = {7, 7};
+    void* ptr = nullptr;
+    CHECK(hipStreamDestroy(stream) == hipErrorInvalidHandle);
+    CHECK(hipStreamQuery(stream) == hipErrorInvalidHandle);
+    CHECK(hipStreamSynchronize(stream) == hipErrorInvalidHandle);
+    CHECK(hipStreamGetFlags(stream, &flags) == hipErrorInvalidHandle);
+    CHECK(hipStreamGetPriority(stream, &priority) == hipErrorInvalidHandle);
+    CHECK(hipExtStreamGetCUMask(stream, 2, mask) == hipErrorInvalidHandle);
+    CHECK(hipStreamWaitEvent(stream, event, 0) == hipErrorInvalidHandle);
+    CHECK(hipStreamAddCallback(stream, never_called, &calls, 0) == hipErrorInvalidHandle);
+    CHECK(hipStreamWaitValue32(stream, word, 0, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidHandle);
+    CHECK(hipStreamWaitValue64(stream, word, 0, hipStreamWaitValueGte, ~std::uint64_t{0}) == hipErrorInvalidHandle);
+    CHECK(hipStreamWriteValue32(stream, word, 1, 0) == hipErrorInvalidHandle);
+    CHECK(hipStreamWriteValue64(stream, word, 1, 0) == hipErrorInvalidHandle);
+    CHECK(hipMemcpyAsync(device, host.data(), 64, hipMemcpyHostToDevice, stream) == hipErrorInvalidHandle);
+    CHECK(hipMemsetAsync(device, 1, 64, stream) == hipErrorInvalidHandle);
+    CHECK(hipEventRecord(event, stream) == hipErrorInvalidHandle);
+    CHECK(hipMallocAsync(&ptr, 256, stream) == hipErrorInvalidHandle);
+    CHECK(ptr == nullptr);
+    CHECK(flags == 77);
+    CHECK(priority == 77);
+    CHECK(mask[0] == 7);
+  }
+  // Nothing refused ran: the memory is untouched and no callback fired.
+  CHECK(read_back(word, 8) == std::vector<unsigned char>(8, 0));
+  CHECK(calls.load() == 0);
+  CHECK(hipEventQuery(event) == hipSuccess);  // never recorded
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+  CHECK(hipFree(device) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Priorities, flags, CU masks
+
+TEST_CASE("priorities clamp into hipDeviceGetStreamPriorityRange and round-trip") {
+  LeakCheck leaks;
+  int least = 99;
+  int greatest = 99;
+  REQUIRE(hipDeviceGetStreamPriorityRange(&least, &greatest) == hipSuccess);
+  CHECK(least == 1);
+  CHECK(greatest == -1);
+  // Either output may be left out.
+  int only = 99;
+  CHECK(hipDeviceGetStreamPriorityRange(&only, nullptr) == hipSuccess);
+  CHECK(only == least);
+  CHECK(hipDeviceGetStreamPriorityRange(nullptr, &only) == hipSuccess);
+  CHECK(only == greatest);
+
+  for (const int requested : {INT_MIN, -100, -2, -1, 0, 1, 2, 100, INT_MAX}) {
+    for (const unsigned flags : {unsigned{hipStreamDefault}, unsigned{hipStreamNonBlocking}}) {
+      CAPTURE(requested);
+      CAPTURE(flags);
+      hipStream_t stream = nullptr;
+      REQUIRE(hipStreamCreateWithPriority(&stream, flags, requested) == hipSuccess);
+      int priority = 77;
+      CHECK(hipStreamGetPriority(stream, &priority) == hipSuccess);
+      CHECK(priority == std::clamp(requested, greatest, least));
+      unsigned got_flags = 77;
+      CHECK(hipStreamGetFlags(stream, &got_flags) == hipSuccess);
+      CHECK(got_flags == flags);
+      CHECK(hipStreamDestroy(stream) == hipSuccess);
+    }
+  }
+  // Streams made without a priority have the normal one, inside the range.
+  hipStream_t plain = make_stream();
+  int priority = 77;
+  CHECK(hipStreamGetPriority(plain, &priority) == hipSuccess);
+  CHECK(priority == 0);
+  CHECK(hipStreamGetPriority(plain, nullptr) == hipErrorInvalidValue);
+  CHECK(hipStreamDestroy(plain) == hipSuccess);
+  for (hipStream_t special : {hipStream_t{nullptr}, hipStreamLegacy, hipStreamPerThread}) {
+    priority = 77;
+    CHECK(hipStreamGetPriority(special, &priority) == hipSuccess);
+    CHECK(priority >= greatest);
+    CHECK(priority <= least);
+  }
+}
+
+TEST_CASE("hipStreamGetFlags round-trips the creation flags") {
+  LeakCheck leaks;
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  hipStream_t nonblocking = make_stream(hipStreamNonBlocking);
+  hipStream_t created = nullptr;
+  REQUIRE(hipStreamCreate(&created) == hipSuccess);
+  unsigned flags = 77;
+  CHECK(hipStreamGetFlags(blocking, &flags) == hipSuccess);
+  CHECK(flags == hipStreamDefault);
+  CHECK(hipStreamGetFlags(nonblocking, &flags) == hipSuccess);
+  CHECK(flags == hipStreamNonBlocking);
+  CHECK(hipStreamGetFlags(created, &flags) == hipSuccess);
+  CHECK(flags == hipStreamDefault);
+  for (hipStream_t special : {hipStream_t{nullptr}, hipStreamLegacy, hipStreamPerThread}) {
+    flags = 77;
+    CHECK(hipStreamGetFlags(special, &flags) == hipSuccess);
+    CHECK(flags == hipStreamDefault);
+  }
+  CHECK(hipStreamGetFlags(blocking, nullptr) == hipErrorInvalidValue);
+  for (hipStream_t stream : {blocking, nonblocking, created}) CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("CU masks: create/get round trip, the default mask, and refusals") {
+  LeakCheck leaks;
+  int units = 0;
+  REQUIRE(hipDeviceGetAttribute(&units, hipDeviceAttributeMultiprocessorCount, 0) == hipSuccess);
+  REQUIRE(units >= 1);
+  // A mask that names only compute units the device has.
+  const std::uint32_t one = units >= 32 ? 0x80000001U : (units == 1 ? 0x1U : 0x2U);
+  hipStream_t masked = nullptr;
+  REQUIRE(hipExtStreamCreateWithCUMask(&masked, 1, &one) == hipSuccess);
+  std::uint32_t got[4] = {0xAAAAAAAA, 0xAAAAAAAA, 0xAAAAAAAA, 0xAAAAAAAA};
+  CHECK(hipExtStreamGetCUMask(masked, 1, got) == hipSuccess);
+  CHECK(got[0] == one);
+  CHECK(got[1] == 0xAAAAAAAA);  // only cuMaskSize words are written
+  // The stream works like any other and has the default flags and priority.
+  unsigned flags = 77;
+  CHECK(hipStreamGetFlags(masked, &flags) == hipSuccess);
+  CHECK(flags == hipStreamDefault);
+  CHECK(hipMemsetAsync(nullptr, 0, 0, masked) == hipSuccess);
+  CHECK(hipStreamSynchronize(masked) == hipSuccess);
+
+  // A stream made without a mask reports every compute unit of its device.
+  hipStream_t plain = make_stream();
+  std::uint32_t all[4] = {};
+  CHECK(hipExtStreamGetCUMask(plain, 4, all) == hipSuccess);
+  int bits = 0;
+  for (std::uint32_t word : all) bits += __builtin_popcount(word);
+  CHECK(bits == std::min(units, 128));
+  CHECK((all[0] & 1U) == 1U);
+
+  // Refusals.
+  CHECK(hipExtStreamGetCUMask(masked, 0, got) == hipErrorInvalidValue);
+  CHECK(hipExtStreamGetCUMask(masked, 1, nullptr) == hipErrorInvalidValue);
+  CHECK(hipStreamDestroy(masked) == hipSuccess);
+  CHECK(hipExtStreamGetCUMask(masked, 1, got) == hipErrorInvalidHandle);
+  CHECK(hipStreamDestroy(plain) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Query and synchronize
+
+TEST_CASE("hipStreamQuery is NotReady while work is pending and hipSuccess once it ran") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t stream = make_stream();
+  hipStream_t other = make_stream(hipStreamNonBlocking);
+  CHECK(hipStreamQuery(stream) == hipSuccess);  // a new stream is idle
+  gate.block(stream);
+  std::atomic<bool> ran{false};
+  add_flag_callback(stream, &ran);
+  CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+  CHECK(still_pending(stream));
+  CHECK_FALSE(ran.load());
+  CHECK(hipStreamQuery(other) == hipSuccess);  // another stream is unaffected
+  // Released by a write from another stream.
+  REQUIRE(hipStreamWriteValue32(other, gate.word(), 1, 0) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(ran.load());
+  CHECK(hipStreamQuery(stream) == hipSuccess);
+  gate.open();
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(other) == hipSuccess);
+}
+
+TEST_CASE("a stream gated on a wait value is released by a host hipMemcpy") {
+  LeakCheck leaks;
+  Gate gate;
+  // Non-blocking, so the synchronous copy (null-stream order) does not wait for the gated stream.
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  gate.block(stream);
+  std::atomic<bool> ran{false};
+  add_flag_callback(stream, &ran);
+  CHECK(still_pending(stream));
+  const std::uint32_t one = 1;
+  REQUIRE(hipMemcpy(gate.word(), &one, sizeof one, hipMemcpyHostToDevice) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(ran.load());
+  CHECK(hipStreamQuery(stream) == hipSuccess);
+  gate.open();
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE("hipStreamSynchronize blocks until the released work has run") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  gate.block(stream);
+  std::atomic<bool> ran{false};
+  add_flag_callback(stream, &ran);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread opener = gate.open_later(100ms);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(ran.load());
+  CHECK(std::chrono::steady_clock::now() - start >= 100ms);
+  opener.join();
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks
+
+TEST_CASE("callbacks run exactly once each, in order, with the stream handle and hipSuccess") {
+  LeakCheck leaks;
+  for (const unsigned flags : {unsigned{hipStreamDefault}, unsigned{hipStreamNonBlocking}}) {
+    CAPTURE(flags);
+    hipStream_t stream = make_stream(flags);
+    CallbackLog log;
+    constexpr int kCount = 200;
+    std::vector<CallbackTicket> tickets;
+    tickets.reserve(kCount);
+    for (int i = 0; i < kCount; ++i) tickets.push_back({&log, i});
+    for (int i = 0; i < kCount; ++i) REQUIRE(hipStreamAddCallback(stream, record_callback, &tickets[i], 0) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    std::vector<int> expected(kCount);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(log.tags() == expected);
+    for (const CallbackLog::Entry& entry : log.entries) {
+      CHECK(entry.stream == stream);
+      CHECK(entry.status == hipSuccess);
+    }
+    // Nothing runs twice later.
+    std::this_thread::sleep_for(10ms);
+    CHECK(log.size() == kCount);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+}
+
+TEST_CASE("callbacks on the null stream, hipStreamLegacy and hipStreamPerThread receive that handle") {
+  LeakCheck leaks;
+  CallbackLog log;
+  CallbackTicket tickets[3] = {{&log, 0}, {&log, 1}, {&log, 2}};
+  REQUIRE(hipStreamAddCallback(nullptr, record_callback, &tickets[0], 0) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  REQUIRE(hipStreamAddCallback(hipStreamLegacy, record_callback, &tickets[1], 0) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(hipStreamLegacy) == hipSuccess);
+  REQUIRE(hipStreamAddCallback(hipStreamPerThread, record_callback, &tickets[2], 0) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(hipStreamPerThread) == hipSuccess);
+  REQUIRE(log.size() == 3);
+  CHECK(log.entries[0].stream == nullptr);
+  CHECK(log.entries[1].stream == hipStreamLegacy);
+  CHECK(log.entries[2].stream == hipStreamPerThread);
+  for (const CallbackLog::Entry& entry : log.entries) CHECK(entry.status == hipSuccess);
+}
+
+TEST_CASE("hipStreamAddCallback refuses a null callback and non-zero flags") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream();
+  std::atomic<int> calls{0};
+  CHECK(hipStreamAddCallback(stream, nullptr, nullptr, 0) == hipErrorInvalidValue);
+  CHECK(hipStreamAddCallback(stream, never_called, &calls, 1) == hipErrorInvalidValue);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(calls.load() == 0);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+namespace {
+
+struct HeldCallback {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false;
+  bool may_leave = false;
+};
+
+void held_callback(hipStream_t, hipError_t, void* user_data) {
+  auto* held = static_cast<HeldCallback*>(user_data);
+  std::unique_lock lock{held->mutex};
+  held->entered = true;
+  held->changed.notify_all();
+  held->changed.wait(lock, [&] { return held->may_leave; });
+}
+
+struct SleepyCallback {
+  std::atomic<bool> done{false};
+  void* buffer = nullptr;
+  std::atomic<int> byte_seen{-1};
+};
+
+void sleepy_callback(hipStream_t, hipError_t, void* user_data) {
+  auto* sleepy = static_cast<SleepyCallback*>(user_data);
+  std::this_thread::sleep_for(150ms);
+  sleepy->done = true;
+}
+
+}  // namespace
+
+TEST_CASE("a callback blocks later work on its stream until it returns") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 4096;
+  void* buffer = malloc_device(kBytes);
+  REQUIRE(hipMemset(buffer, 0, kBytes) == hipSuccess);
+  // Non-blocking, so the main thread's hipMemcpy reads do not wait for this stream.
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+
+  SUBCASE("held until the test lets it go") {
+    HeldCallback held;
+    REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
+    REQUIRE(hipMemsetAsync(buffer, 0x7F, kBytes, stream) == hipSuccess);
+    {
+      std::unique_lock lock{held.mutex};
+      REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
+    }
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0));
+    std::this_thread::sleep_for(kSettle);
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0));
+    CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+    {
+      std::lock_guard lock{held.mutex};
+      held.may_leave = true;
+    }
+    held.changed.notify_all();
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x7F));
+  }
+
+  SUBCASE("a sleeping callback: the memset after it has not happened while it sleeps") {
+    SleepyCallback sleepy;
+    REQUIRE(hipStreamAddCallback(stream, sleepy_callback, &sleepy, 0) == hipSuccess);
+    REQUIRE(hipMemsetAsync(buffer, 0x3C, kBytes, stream) == hipSuccess);
+    std::atomic<bool> after{false};
+    add_flag_callback(stream, &after);
+    std::this_thread::sleep_for(50ms);
+    CHECK_FALSE(sleepy.done.load());
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0));
+    CHECK_FALSE(after.load());
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(sleepy.done.load());
+    CHECK(after.load());
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x3C));
+  }
+
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream wait value / write value
+
+namespace {
+
+struct WaitCase {
+  const char* name;
+  bool wide;  // 64-bit
+  unsigned flags;
+  std::uint64_t value;
+  std::uint64_t mask;
+  std::uint64_t initial;                  // must block
+  std::vector<std::uint64_t> still_held;  // writes that must not release the wait
+  std::uint64_t release;                  // the write that releases it
+};
+
+// The documented conditions (with `mask` applied to *ptr, and for Nor to value too):
+//   Gte: (*ptr & mask) >= value        Eq:  (*ptr & mask) == value
+//   And: ((*ptr & mask) & value) != 0  Nor: ~((*ptr & mask) | (value & mask)) != 0, at the word width
+const std::vector<WaitCase>& wait_cases() {
+  static const std::vector<WaitCase> cases = {
+      {"Gte32 masked", false, hipStreamWaitValueGte, 0x10, 0xFF, 0x1200, {0xFF0F, 0xFFFFFF00}, 0x1210},
+      {"Gte32 full", false, hipStreamWaitValueGte, 0x80000000, 0xFFFFFFFF, 0x7FFFFFFF, {0x00000001}, 0xFFFFFFFF},
+      {"Eq32 masked", false, hipStreamWaitValueEq, 0x050, 0x0FF0, 0x0A0, {0x060, 0x1040, 0x0F0}, 0xFFFFF05F},
+      {"And32 masked", false, hipStreamWaitValueAnd, 0x30, 0xF0, 0x0F, {0x4F, 0xFFFFFF0F, 0x80}, 0x1F},
+      {"Nor32 full mask", false, hipStreamWaitValueNor, 0xFFFF0000, 0xFFFFFFFF, 0x0000FFFF, {0x0001FFFF, 0x8000FFFF},
+       0x0000FFFE},
+      {"Gte64 masked high", true, hipStreamWaitValueGte, 0x0001000000000000ULL, 0xFFFF000000000000ULL,
+       0x0000FFFFFFFFFFFFULL, {0x0000000000000001ULL, 0x00007FFFFFFFFFFFULL}, 0x0001000000000000ULL},
+      {"Gte64 full", true, hipStreamWaitValueGte, 0x100000000ULL, ~0ULL, 0xFFFFFFFFULL, {0xFFFFFFFEULL},
+       0x100000000ULL},
+      {"Eq64 masked", true, hipStreamWaitValueEq, 0x1200000000000034ULL, 0xFF000000000000FFULL, 0,
+       {0x1300000000000034ULL, 0x0000000000000034ULL, 0x12FFFFFFFFFFFF00ULL}, 0x12ABCDEF01234534ULL},
+      {"And64 masked high", true, hipStreamWaitValueAnd, 0x8000000000000000ULL, 0xF000000000000000ULL,
+       0x7FFFFFFFFFFFFFFFULL, {0x4000000000000000ULL, 0x0FFFFFFFFFFFFFFFULL}, 0x8000000000000000ULL},
+      {"Nor64 full mask", true, hipStreamWaitValueNor, 0xFFFFFFFF00000000ULL, ~0ULL, 0x00000000FFFFFFFFULL,
+       {0x80000000FFFFFFFFULL, 0x00000001FFFFFFFFULL}, 0x00000000FFFFFFFEULL},
+      {"Nor64 low mask", true, hipStreamWaitValueNor, 0xFFFFFFFF00000000ULL, 0x00000000FFFFFFFFULL, 0, {}, 0},
+  };
+  return cases;
+}
+
+hipError_t wait_on(hipStream_t stream, void* word, const WaitCase& c) {
+  return c.wide ? hipStreamWaitValue64(stream, word, c.value, c.flags, c.mask)
+                : hipStreamWaitValue32(stream, word, static_cast<std::uint32_t>(c.value), c.flags,
+                                       static_cast<std::uint32_t>(c.mask));
+}
+
+hipError_t write_to(hipStream_t stream, void* word, bool wide, std::uint64_t value) {
+  return wide ? hipStreamWriteValue64(stream, word, value, 0)
+              : hipStreamWriteValue32(stream, word, static_cast<std::uint32_t>(value), 0);
+}
+
+}  // namespace
+
+TEST_CASE("stream wait value: Gte/Eq/And/Nor with masks, 32 and 64 bit, block and release as documented") {
+  LeakCheck leaks;
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 16, hipMallocSignalMemory) == hipSuccess);
+  hipStream_t writer = make_stream(hipStreamNonBlocking);
+  for (const WaitCase& c : wait_cases()) {
+    CAPTURE(std::string{c.name});
+    REQUIRE(hipMemset(word, 0, 16) == hipSuccess);
+    REQUIRE(hipMemcpy(word, &c.initial, c.wide ? 8 : 4, hipMemcpyHostToDevice) == hipSuccess);
+    hipStream_t stream = make_stream(hipStreamNonBlocking);
+    REQUIRE(wait_on(stream, word, c) == hipSuccess);
+    std::atomic<bool> passed{false};
+    add_flag_callback(stream, &passed);
+    if (c.still_held.empty() && c.release == 0 && c.initial == 0) {
+      // Nor with a mask narrower than the word: the complement always has bits set.
+      CHECK(hipStreamSynchronize(stream) == hipSuccess);
+      CHECK(passed.load());
+    } else {
+      CHECK(still_pending(stream));
+      CHECK_FALSE(passed.load());
+      for (const std::uint64_t held : c.still_held) {
+        CAPTURE(held);
+        REQUIRE(write_to(writer, word, c.wide, held) == hipSuccess);
+        REQUIRE(hipStreamSynchronize(writer) == hipSuccess);
+        CHECK(still_pending(stream));
+        CHECK_FALSE(passed.load());
+      }
+      REQUIRE(write_to(writer, word, c.wide, c.release) == hipSuccess);
+      REQUIRE(hipStreamSynchronize(writer) == hipSuccess);
+      CHECK(hipStreamSynchronize(stream) == hipSuccess);
+      CHECK(passed.load());
+      // Once it holds, a later wait with the same condition passes at once.
+      REQUIRE(wait_on(stream, word, c) == hipSuccess);
+      CHECK(hipStreamSynchronize(stream) == hipSuccess);
+      if (hipStreamQuery(stream) == hipErrorNotReady) {
+        // Not expected; release so the test can finish.
+        REQUIRE(write_to(writer, word, c.wide, c.release) == hipSuccess);
+      }
+    }
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+  CHECK(hipStreamDestroy(writer) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+}
+
+TEST_CASE("stream wait value: conditions that already hold pass at once, and the default masks are full") {
+  LeakCheck leaks;
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 8, hipMallocSignalMemory) == hipSuccess);
+  const std::uint64_t initial = 0x00000005FFFFFFF0ULL;
+  REQUIRE(hipMemcpy(word, &initial, 8, hipMemcpyHostToDevice) == hipSuccess);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  // Default mask arguments (C++ only): every bit.
+  CHECK(hipStreamWaitValue32(stream, word, 0xFFFFFFF0U, hipStreamWaitValueEq) == hipSuccess);
+  CHECK(hipStreamWaitValue64(stream, word, initial, hipStreamWaitValueEq) == hipSuccess);
+  CHECK(hipStreamWaitValue32(stream, word, 0xFFFFFFF0U, hipStreamWaitValueGte) == hipSuccess);
+  CHECK(hipStreamWaitValue64(stream, word, 0x500000000ULL, hipStreamWaitValueGte) == hipSuccess);
+  CHECK(hipStreamWaitValue32(stream, word, 0x10, hipStreamWaitValueAnd) == hipSuccess);
+  CHECK(hipStreamWaitValue64(stream, word, 0x400000000ULL, hipStreamWaitValueAnd) == hipSuccess);
+  // Nor: ~(0xFFFFFFF0 | 0x00000001) = 0x0000000E at 32 bits.
+  CHECK(hipStreamWaitValue32(stream, word, 0x1, hipStreamWaitValueNor) == hipSuccess);
+  // Nor 32 with a narrow mask: the bits outside the mask make the complement non-zero.
+  CHECK(hipStreamWaitValue32(stream, word, 0xFFFF, hipStreamWaitValueNor, 0xFFFF) == hipSuccess);
+  // Eq/Gte with a mask that hides everything compare 0.
+  CHECK(hipStreamWaitValue32(stream, word, 0, hipStreamWaitValueEq, 0) == hipSuccess);
+  CHECK(hipStreamWaitValue64(stream, word, 0, hipStreamWaitValueGte, 0) == hipSuccess);
+  std::atomic<bool> passed{false};
+  add_flag_callback(stream, &passed);
+  CHECK(eventually([&] { return passed.load(); }, 5000ms));
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+}
+
+TEST_CASE("stream wait/write value refuse bad flags, null, misaligned and out-of-range pointers") {
+  LeakCheck leaks;
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 16, hipMallocSignalMemory) == hipSuccess);
+  REQUIRE(hipMemset(word, 0, 16) == hipSuccess);
+  auto* bytes = static_cast<char*>(word);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  for (const unsigned flags : {4U, 5U, 0x100U, 0xFFFFFFFFU}) {
+    CAPTURE(flags);
+    CHECK(hipStreamWaitValue32(stream, word, 0, flags, 0xFFFFFFFFU) == hipErrorInvalidValue);
+    CHECK(hipStreamWaitValue64(stream, word, 0, flags, ~0ULL) == hipErrorInvalidValue);
+  }
+  CHECK(hipStreamWaitValue32(stream, nullptr, 0, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidValue);
+  CHECK(hipStreamWaitValue64(stream, nullptr, 0, hipStreamWaitValueGte, ~0ULL) == hipErrorInvalidValue);
+  CHECK(hipStreamWriteValue32(stream, nullptr, 1, 0) == hipErrorInvalidValue);
+  CHECK(hipStreamWriteValue64(stream, nullptr, 1, 0) == hipErrorInvalidValue);
+  for (const int offset : {1, 2, 3}) {
+    CAPTURE(offset);
+    CHECK(hipStreamWaitValue32(stream, bytes + offset, 1, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidValue);
+    CHECK(hipStreamWriteValue32(stream, bytes + offset, 1, 0) == hipErrorInvalidValue);
+  }
+  for (const int offset : {1, 2, 4, 6}) {
+    CAPTURE(offset);
+    CHECK(hipStreamWaitValue64(stream, bytes + offset, 1, hipStreamWaitValueGte, ~0ULL) == hipErrorInvalidValue);
+    CHECK(hipStreamWriteValue64(stream, bytes + offset, 1, 0) == hipErrorInvalidValue);
+  }
+  // A word that runs past the end of its allocation.
+  CHECK(hipStreamWaitValue64(stream, bytes + 16, 1, hipStreamWaitValueGte, ~0ULL) == hipErrorInvalidValue);
+  CHECK(hipStreamWriteValue32(stream, bytes + 16, 1, 0) == hipErrorInvalidValue);
+  // A reserved but unmapped range is no memory at all.
+  void* reserved = nullptr;
+  REQUIRE(hipMemAddressReserve(&reserved, 1 << 21, 0, nullptr, 0) == hipSuccess);
+  CHECK(hipStreamWaitValue32(stream, reserved, 1, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidValue);
+  CHECK(hipStreamWriteValue64(stream, reserved, 1, 0) == hipErrorInvalidValue);
+  CHECK(hipMemAddressFree(reserved, 1 << 21) == hipSuccess);
+  // Nothing was queued and nothing was written.
+  CHECK(hipStreamQuery(stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(read_back(word, 16) == std::vector<unsigned char>(16, 0));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+}
+
+TEST_CASE("stream write value stores both widths in stream order") {
+  LeakCheck leaks;
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 16, hipMallocSignalMemory) == hipSuccess);
+  hipStream_t stream = make_stream();
+  REQUIRE(hipMemsetAsync(word, 0xEE, 16, stream) == hipSuccess);
+  REQUIRE(hipStreamWriteValue32(stream, word, 0x11223344U, 0) == hipSuccess);
+  REQUIRE(hipStreamWriteValue64(stream, static_cast<char*>(word) + 8, 0x0102030405060708ULL, 0) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  std::uint32_t low = 0;
+  std::uint32_t untouched = 0;
+  std::uint64_t high = 0;
+  REQUIRE(hipMemcpy(&low, word, 4, hipMemcpyDeviceToHost) == hipSuccess);
+  REQUIRE(hipMemcpy(&untouched, static_cast<char*>(word) + 4, 4, hipMemcpyDeviceToHost) == hipSuccess);
+  REQUIRE(hipMemcpy(&high, static_cast<char*>(word) + 8, 8, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(low == 0x11223344U);
+  CHECK(untouched == 0xEEEEEEEEU);
+  CHECK(high == 0x0102030405060708ULL);
+  // A write queued behind a gate lands only when the gate opens.
+  {
+    Gate gate;
+    hipStream_t gated = make_stream(hipStreamNonBlocking);
+    gate.block(gated);
+    REQUIRE(hipStreamWriteValue32(gated, word, 0xCAFEF00DU, 0) == hipSuccess);
+    std::this_thread::sleep_for(kSettle);
+    REQUIRE(hipMemcpy(&low, word, 4, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(low == 0x11223344U);
+    gate.open();
+    CHECK(hipStreamSynchronize(gated) == hipSuccess);
+    REQUIRE(hipMemcpy(&low, word, 4, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(low == 0xCAFEF00DU);
+    CHECK(hipStreamDestroy(gated) == hipSuccess);
+  }
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Null-stream semantics
+
+TEST_CASE("null stream: blocking streams wait for earlier null-stream work; non-blocking streams do not") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  hipStream_t nonblocking = make_stream(hipStreamNonBlocking);
+  for (hipStream_t null_name : {hipStream_t{nullptr}, hipStreamLegacy}) {
+    CAPTURE(reinterpret_cast<std::uintptr_t>(null_name));
+    Gate null_gate;
+    null_gate.block(null_name);
+    std::atomic<bool> blocking_ran{false};
+    std::atomic<bool> nonblocking_ran{false};
+    add_flag_callback(blocking, &blocking_ran);
+    add_flag_callback(nonblocking, &nonblocking_ran);
+    CHECK(eventually([&] { return nonblocking_ran.load(); }));
+    CHECK(hipStreamQuery(nonblocking) == hipSuccess);
+    CHECK(still_pending(blocking));
+    CHECK_FALSE(blocking_ran.load());
+    CHECK(hipStreamQuery(null_name) == hipErrorNotReady);
+    null_gate.open();
+    CHECK(hipStreamSynchronize(blocking) == hipSuccess);
+    CHECK(blocking_ran.load());
+    CHECK(hipStreamSynchronize(null_name) == hipSuccess);
+  }
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipStreamDestroy(nonblocking) == hipSuccess);
+}
+
+TEST_CASE("null stream: null-stream work waits for earlier blocking-stream work, not for non-blocking streams") {
+  LeakCheck leaks;
+  Gate blocking_gate;
+  Gate nonblocking_gate;
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  hipStream_t nonblocking = make_stream(hipStreamNonBlocking);
+
+  // A gated non-blocking stream does not hold the null stream.
+  nonblocking_gate.block(nonblocking);
+  std::atomic<bool> null_ran{false};
+  add_flag_callback(nullptr, &null_ran);
+  CHECK(eventually([&] { return null_ran.load(); }));
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(hipStreamQuery(nonblocking) == hipErrorNotReady);
+
+  // A gated blocking stream does.
+  blocking_gate.block(blocking);
+  std::atomic<bool> null_after{false};
+  std::atomic<bool> legacy_after{false};
+  add_flag_callback(nullptr, &null_after);
+  add_flag_callback(hipStreamLegacy, &legacy_after);
+  CHECK(still_pending(nullptr));
+  CHECK_FALSE(null_after.load());
+  CHECK_FALSE(legacy_after.load());
+  // hipStreamSynchronize(null) waits for the blocking stream too.
+  std::thread opener = blocking_gate.open_later(60ms);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(std::chrono::steady_clock::now() - start >= 50ms);
+  opener.join();
+  CHECK(null_after.load());
+  CHECK(legacy_after.load());
+  CHECK(hipStreamQuery(blocking) == hipSuccess);
+
+  // The non-blocking stream is still held; release it.
+  CHECK(hipStreamQuery(nonblocking) == hipErrorNotReady);
+  nonblocking_gate.open();
+  CHECK(hipStreamSynchronize(nonblocking) == hipSuccess);
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipStreamDestroy(nonblocking) == hipSuccess);
+}
+
+TEST_CASE("null stream: a synchronous hipMemset waits for earlier work on a blocking stream") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 1024;
+  void* buffer = malloc_device(kBytes);
+  REQUIRE(hipMemset(buffer, 0, kBytes) == hipSuccess);
+  Gate gate;
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  gate.block(blocking);
+  REQUIRE(hipMemsetAsync(buffer, 0x11, kBytes, blocking) == hipSuccess);
+  std::thread opener = gate.open_later(60ms);
+  // Runs in null-stream order: after the blocking stream's memset, so its value wins.
+  CHECK(hipMemset(buffer, 0x22, kBytes) == hipSuccess);
+  opener.join();
+  CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x22));
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// hipStreamPerThread
+
+TEST_CASE("hipStreamPerThread works and names a different stream in each thread") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 4096;
+  void* buffer = malloc_device(kBytes);
+  const std::vector<unsigned char> data = pattern(kBytes, 9);
+  std::vector<unsigned char> back(kBytes, 0);
+  REQUIRE(hipMemcpyAsync(buffer, data.data(), kBytes, hipMemcpyHostToDevice, hipStreamPerThread) == hipSuccess);
+  REQUIRE(hipMemcpyAsync(back.data(), buffer, kBytes, hipMemcpyDeviceToHost, hipStreamPerThread) == hipSuccess);
+  CHECK(hipStreamSynchronize(hipStreamPerThread) == hipSuccess);
+  CHECK(back == data);
+  CHECK(hipStreamQuery(hipStreamPerThread) == hipSuccess);
+  CHECK(hipStreamDestroy(hipStreamPerThread) == hipErrorInvalidHandle);  // not the application's to destroy
+  CHECK(hipStreamQuery(hipStreamPerThread) == hipSuccess);
+
+  // Gate this thread's per-thread stream; another thread's per-thread stream is not held by it.
+  void* word = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&word, 8, hipMallocSignalMemory) == hipSuccess);
+  REQUIRE(hipMemset(word, 0, 8) == hipSuccess);
+  hipStream_t releaser = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipStreamWaitValue32(hipStreamPerThread, word, 1, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipSuccess);
+  std::atomic<bool> main_ran{false};
+  add_flag_callback(hipStreamPerThread, &main_ran);
+  CHECK(hipStreamQuery(hipStreamPerThread) == hipErrorNotReady);
+
+  std::atomic<bool> other_ran{false};
+  hipError_t other_query = hipErrorUnknown;
+  hipError_t other_sync = hipErrorUnknown;
+  std::thread other([&] {
+    add_flag_callback(hipStreamPerThread, &other_ran);
+    other_sync = hipStreamSynchronize(hipStreamPerThread);
+    other_query = hipStreamQuery(hipStreamPerThread);
+  });
+  other.join();
+  CHECK(other_sync == hipSuccess);
+  CHECK(other_query == hipSuccess);
+  CHECK(other_ran.load());
+  CHECK_FALSE(main_ran.load());
+  CHECK(hipStreamQuery(hipStreamPerThread) == hipErrorNotReady);
+
+  REQUIRE(hipStreamWriteValue32(releaser, word, 1, 0) == hipSuccess);
+  CHECK(hipStreamSynchronize(hipStreamPerThread) == hipSuccess);
+  CHECK(main_ran.load());
+  CHECK(hipStreamDestroy(releaser) == hipSuccess);
+  CHECK(hipFree(word) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
+TEST_CASE("hipStreamPerThread of an exited thread takes its worker thread with it") {
+  LeakCheck leaks;
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);  // the null stream's worker exists
+  const std::size_t before = thread_count();
+  for (int round = 0; round < 4; ++round) {
+    std::thread user([] {
+      std::atomic<bool> ran{false};
+      add_flag_callback(hipStreamPerThread, &ran);
+      CHECK(hipStreamSynchronize(hipStreamPerThread) == hipSuccess);
+      CHECK(ran.load());
+    });
+    user.join();
+  }
+  CHECK(settled_thread_count(before) == before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Async copies and fills
+
+TEST_CASE("hipMemcpyAsync and hipMemsetAsync move real data in stream order") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 1 << 20;
+  void* first = malloc_device(kBytes);
+  void* second = malloc_device(kBytes);
+  const std::vector<unsigned char> data = pattern(kBytes, 1);
+  std::vector<unsigned char> back(kBytes, 0);
+  std::vector<unsigned char> back_default(kBytes, 0);
+  for (const unsigned flags : {unsigned{hipStreamDefault}, unsigned{hipStreamNonBlocking}}) {
+    CAPTURE(flags);
+    hipStream_t stream = make_stream(flags);
+    REQUIRE(hipMemcpyAsync(first, data.data(), kBytes, hipMemcpyHostToDevice, stream) == hipSuccess);
+    REQUIRE(hipMemsetAsync(static_cast<char*>(first) + 1000, 0xAB, 5000, stream) == hipSuccess);
+    REQUIRE(hipMemcpyAsync(second, first, kBytes, hipMemcpyDeviceToDevice, stream) == hipSuccess);
+    REQUIRE(hipMemsetAsync(first, 0, kBytes, stream) == hipSuccess);
+    REQUIRE(hipMemcpyAsync(back.data(), second, kBytes, hipMemcpyDeviceToHost, stream) == hipSuccess);
+    REQUIRE(hipMemcpyAsync(back_default.data(), first, kBytes, hipMemcpyDefault, stream) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    std::vector<unsigned char> expected = data;
+    std::fill(expected.begin() + 1000, expected.begin() + 6000, 0xAB);
+    CHECK(back == expected);
+    CHECK(back_default == std::vector<unsigned char>(kBytes, 0));
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+  // The same on the null stream and hipStreamPerThread.
+  for (hipStream_t special : {hipStream_t{nullptr}, hipStreamLegacy, hipStreamPerThread}) {
+    REQUIRE(hipMemsetAsync(first, 0x5A, kBytes, special) == hipSuccess);
+    REQUIRE(hipMemcpyAsync(back.data(), first, kBytes, hipMemcpyDeviceToHost, special) == hipSuccess);
+    CHECK(hipStreamSynchronize(special) == hipSuccess);
+    CHECK(back == std::vector<unsigned char>(kBytes, 0x5A));
+  }
+  CHECK(hipFree(first) == hipSuccess);
+  CHECK(hipFree(second) == hipSuccess);
+}
+
+TEST_CASE("hipMemcpyAsync and hipMemsetAsync refusals") {
+  LeakCheck leaks;
+  void* device = malloc_device(4096);
+  std::vector<unsigned char> host(4096);
+  hipStream_t stream = make_stream();
+  CHECK(hipMemcpyAsync(nullptr, host.data(), 16, hipMemcpyHostToDevice, stream) == hipErrorInvalidValue);
+  CHECK(hipMemcpyAsync(device, nullptr, 16, hipMemcpyHostToDevice, stream) == hipErrorInvalidValue);
+  CHECK(hipMemcpyAsync(device, host.data(), 16, static_cast<hipMemcpyKind>(7), stream) ==
+        hipErrorInvalidMemcpyDirection);
+  CHECK(hipMemsetAsync(nullptr, 0, 16, stream) == hipErrorInvalidValue);
+  CHECK(hipMemsetAsync(device, 0, 4097, stream) == hipErrorInvalidValue);  // past the end
+  CHECK(hipMemcpyAsync(device, host.data(), 4097, hipMemcpyHostToDevice, stream) == hipErrorInvalidValue);
+  // Zero bytes is a no-op.
+  CHECK(hipMemcpyAsync(device, host.data(), 0, hipMemcpyHostToDevice, stream) == hipSuccess);
+  CHECK(hipMemsetAsync(device, 0, 0, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(device) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering under load
+
+namespace {
+
+struct OrderLog {
+  std::mutex mutex;
+  std::vector<int> seen;
+};
+
+struct OrderTicket {
+  OrderLog* log;
+  int sequence;
+};
+
+void record_order(hipStream_t, hipError_t status, void* user_data) {
+  auto* ticket = static_cast<OrderTicket*>(user_data);
+  std::lock_guard lock{ticket->log->mutex};
+  ticket->log->seen.push_back(status == hipSuccess ? ticket->sequence : -1);
+}
+
+}  // namespace
+
+TEST_CASE("ordering under load: 8 threads x 3 streams of memsets, copies and callbacks keep per-stream order") {
+  LeakCheck leaks;
+  constexpr int kThreads = 8;
+  constexpr int kStreamsPerThread = 3;
+  constexpr int kOps = 120;
+  constexpr std::size_t kSlot = 256;
+  struct Lane {
+    hipStream_t stream = nullptr;
+    void* device = nullptr;
+    std::vector<unsigned char> host;
+    OrderLog log;
+    std::vector<OrderTicket> tickets;
+  };
+  std::vector<std::unique_ptr<Lane>> lanes;
+  for (int i = 0; i < kThreads * kStreamsPerThread; ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->stream = make_stream(i % 2 == 0 ? hipStreamDefault : hipStreamNonBlocking);
+    lane->device = malloc_device(kSlot);
+    lane->host.assign(kSlot * kOps, 0);
+    lane->tickets.resize(kOps);
+    for (int op = 0; op < kOps; ++op) lane->tickets[op] = {&lane->log, op};
+    lanes.push_back(std::move(lane));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int op = 0; op < kOps; ++op) {
+        for (int s = 0; s < kStreamsPerThread; ++s) {
+          Lane& lane = *lanes[static_cast<std::size_t>(t * kStreamsPerThread + s)];
+          const auto byte = static_cast<unsigned char>((op * 7 + s + t) & 0xff);
+          // memset, then copy the result out to this op's slot, then a callback.
+          if (hipMemsetAsync(lane.device, byte, kSlot, lane.stream) != hipSuccess) ++failures;
+          if (hipMemcpyAsync(lane.host.data() + kSlot * static_cast<std::size_t>(op), lane.device, kSlot,
+                             hipMemcpyDeviceToHost, lane.stream) != hipSuccess) {
+            ++failures;
+          }
+          if (hipStreamAddCallback(lane.stream, record_order, &lane.tickets[static_cast<std::size_t>(op)], 0) !=
+              hipSuccess) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+  std::vector<int> expected(kOps);
+  std::iota(expected.begin(), expected.end(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int s = 0; s < kStreamsPerThread; ++s) {
+      Lane& lane = *lanes[static_cast<std::size_t>(t * kStreamsPerThread + s)];
+      CAPTURE(t);
+      CAPTURE(s);
+      {
+        std::lock_guard lock{lane.log.mutex};
+        CHECK(lane.log.seen == expected);
+      }
+      bool slots_ok = true;
+      for (int op = 0; op < kOps && slots_ok; ++op) {
+        const auto byte = static_cast<unsigned char>((op * 7 + s + t) & 0xff);
+        const auto begin = lane.host.begin() + static_cast<std::ptrdiff_t>(kSlot * static_cast<std::size_t>(op));
+        slots_ok = std::all_of(begin, begin + kSlot, [&](unsigned char b) { return b == byte; });
+        if (!slots_ok) CAPTURE(op);
+      }
+      CHECK(slots_ok);
+    }
+  }
+  for (auto& lane : lanes) {
+    CHECK(hipStreamDestroy(lane->stream) == hipSuccess);
+    CHECK(hipFree(lane->device) == hipSuccess);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads
+
+TEST_CASE("destroyed streams leave no thread behind") {
+  LeakCheck leaks;
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);  // the null stream's worker exists
+  const std::size_t before = thread_count();
+  void* buffer = malloc_device(4096);
+  std::vector<hipStream_t> streams;
+  for (int i = 0; i < 16; ++i) {
+    hipStream_t stream = nullptr;
+    switch (i % 4) {
+      case 0: REQUIRE(hipStreamCreate(&stream) == hipSuccess); break;
+      case 1: REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess); break;
+      case 2: REQUIRE(hipStreamCreateWithPriority(&stream, hipStreamDefault, -1) == hipSuccess); break;
+      default: {
+        const std::uint32_t mask = 1;
+        REQUIRE(hipExtStreamCreateWithCUMask(&stream, 1, &mask) == hipSuccess);
+      }
+    }
+    streams.push_back(stream);
+    REQUIRE(hipMemsetAsync(buffer, i, 4096, stream) == hipSuccess);
+  }
+  CHECK(thread_count() >= before);
+  // Some with work still queued, some synchronised first.
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (i % 2 == 0) CHECK(hipStreamSynchronize(streams[i]) == hipSuccess);
+    CHECK(hipStreamDestroy(streams[i]) == hipSuccess);
+  }
+  CHECK(settled_thread_count(before) == before);
+
+  // A stream destroyed while its work is held: hipStreamDestroy may wait for the work or leave
+  // it to finish; either way the thread is gone once the work has run.
+  Gate gate;
+  const std::size_t with_gate = thread_count();
+  hipStream_t held = make_stream();
+  gate.block(held);
+  REQUIRE(hipMemsetAsync(buffer, 0x44, 4096, held) == hipSuccess);
+  std::thread opener = gate.open_later(50ms);
+  CHECK(hipStreamDestroy(held) == hipSuccess);
+  opener.join();
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+  CHECK(settled_thread_count(with_gate) == with_gate);
+  CHECK(read_back(buffer, 4096) == std::vector<unsigned char>(4096, 0x44));
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
+TEST_CASE("a destroyed stream whose last reference is work queued on it finishes cleanly") {
+  // An event recorded on a held stream keeps the stream alive after hipStreamDestroy; destroying
+  // the event leaves the queued record as the stream's only owner, so the stream dies on its own
+  // worker thread when that work finishes.
+  LeakCheck leaks;
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  const std::size_t before = thread_count();
+  for (int round = 0; round < 3; ++round) {
+    hipStream_t stream = make_stream(hipStreamNonBlocking);
+    hipEvent_t event = nullptr;
+    REQUIRE(hipEventCreate(&event) == hipSuccess);
+    Gate local;
+    local.block(stream);
+    REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+    std::atomic<bool> after{false};
+    add_flag_callback(stream, &after);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+    local.open();
+    CHECK(eventually([&] { return after.load(); }));
+  }
+  CHECK(settled_thread_count(before) == before);
+}

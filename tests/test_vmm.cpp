@@ -1,0 +1,1340 @@
+// The virtual memory management entry points: every success path, every documented refusal (with
+// the exact hipError_t, and proof that the books and the data did not move), ranges that span
+// several mappings, deferred release, retain from interior addresses, and what the host backend
+// really does to the pages (checked from forked children, because a wrong answer is a SIGSEGV).
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+#include <hipxx/hipxx_ext.h>
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+// ---------------------------------------------------------------------------------------------
+// Printing and comparing what the assertions look at.
+
+inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
+  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
+         a.linearAllocations == b.linearAllocations;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
+  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
+            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
+}
+
+inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
+  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
+}
+
+namespace {
+
+using Handle = hipMemGenericAllocationHandle_t;
+
+hipxxBookCounts books() {
+  hipxxBookCounts counts{};
+  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
+  return counts;
+}
+
+// Fails the test case if the books at its end differ from those at its start.
+struct LeakCheck {
+  hipxxBookCounts start = books();
+  LeakCheck() = default;
+  LeakCheck(const LeakCheck&) = delete;
+  LeakCheck& operator=(const LeakCheck&) = delete;
+  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
+};
+
+// A refused call: the exact error, and the books exactly as they were.
+#define CHECK_REFUSED(call, code)                  \
+  do {                                             \
+    const hipxxBookCounts books_before_ = books(); \
+    CHECK_EQ((call), (code));                      \
+    CHECK_EQ(books(), books_before_);              \
+  } while (0)
+
+void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
+
+std::size_t granularity(hipMemAllocationGranularity_flags option = hipMemAllocationGranularityMinimum) {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = {hipMemLocationTypeDevice, 0};
+  std::size_t value = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&value, &prop, option) == hipSuccess);
+  REQUIRE(value > 0);
+  return value;
+}
+
+// The minimum granularity, asked for once without asserting (this runs before any test case);
+// the first test case checks it against the page size.
+std::size_t query_minimum_granularity() {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = {hipMemLocationTypeDevice, 0};
+  std::size_t value = 0;
+  return hipMemGetAllocationGranularity(&value, &prop, hipMemAllocationGranularityMinimum) == hipSuccess
+             ? value
+             : static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+const std::size_t G = query_minimum_granularity();
+
+hipMemAllocationProp make_prop(hipMemAllocationHandleType type = hipMemHandleTypeNone, int device = 0) {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.requestedHandleType = type;
+  prop.location = {hipMemLocationTypeDevice, device};
+  return prop;
+}
+
+hipMemAccessDesc make_desc(hipMemAccessFlags flags, int device = 0) {
+  hipMemAccessDesc desc{};
+  desc.location = {hipMemLocationTypeDevice, device};
+  desc.flags = flags;
+  return desc;
+}
+
+void* reserve(std::size_t size, std::size_t alignment = 0, void* hint = nullptr) {
+  void* ptr = nullptr;
+  REQUIRE(hipMemAddressReserve(&ptr, size, alignment, hint, 0) == hipSuccess);
+  REQUIRE(ptr != nullptr);
+  return ptr;
+}
+
+Handle create(std::size_t size, hipMemAllocationHandleType type = hipMemHandleTypeNone) {
+  const hipMemAllocationProp prop = make_prop(type);
+  Handle handle = nullptr;
+  REQUIRE(hipMemCreate(&handle, size, &prop, 0) == hipSuccess);
+  REQUIRE(handle != nullptr);
+  return handle;
+}
+
+void grant(void* ptr, std::size_t size, hipMemAccessFlags flags, int device = 0) {
+  const hipMemAccessDesc desc = make_desc(flags, device);
+  REQUIRE(hipMemSetAccess(ptr, size, &desc, 1) == hipSuccess);
+}
+
+unsigned long long access_of(void* ptr, int device = 0) {
+  const hipMemLocation location{hipMemLocationTypeDevice, device};
+  unsigned long long flags = 0xdead;
+  REQUIRE(hipMemGetAccess(&flags, &location, ptr) == hipSuccess);
+  return flags;
+}
+
+std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+  return data;
+}
+
+void write_pattern(void* dst, std::size_t bytes, unsigned seed) {
+  const std::vector<unsigned char> data = pattern(bytes, seed);
+  REQUIRE(hipMemcpy(dst, data.data(), bytes, hipMemcpyHostToDevice) == hipSuccess);
+}
+
+// Reads through the runtime (so it needs read access) and compares.
+bool holds_pattern(const void* src, std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> data(bytes, 0);
+  if (hipMemcpy(data.data(), src, bytes, hipMemcpyDeviceToHost) != hipSuccess) return false;
+  return data == pattern(bytes, seed);
+}
+
+// One reservation of `reservation_size` bytes with one allocation of `size` bytes mapped at its
+// start, ReadWrite for device 0, filled with pattern `seed`. Cleans up after itself.
+struct Mapped {
+  std::size_t reservation_size;
+  std::size_t size;
+  unsigned seed;
+  void* base = nullptr;
+  Handle handle = nullptr;
+
+  explicit Mapped(std::size_t bytes, unsigned pattern_seed = 1, std::size_t reserved = 0,
+                  hipMemAllocationHandleType type = hipMemHandleTypeNone)
+      : reservation_size(reserved == 0 ? bytes : reserved), size(bytes), seed(pattern_seed) {
+    base = reserve(reservation_size);
+    handle = create(size, type);
+    REQUIRE(hipMemMap(base, size, 0, handle, 0) == hipSuccess);
+    grant(base, size, hipMemAccessFlagsProtReadWrite);
+    write_pattern(base, size, seed);
+  }
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+  ~Mapped() {
+    CHECK(hipMemUnmap(base, size) == hipSuccess);
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(hipMemAddressFree(base, reservation_size) == hipSuccess);
+  }
+  [[nodiscard]] bool intact() const { return holds_pattern(base, size, seed); }
+};
+
+// Two reservations of `each` bytes that touch: [a, a+each) and [a+each, a+2*each).
+struct AdjacentReservations {
+  std::size_t each;
+  void* first = nullptr;
+  void* second = nullptr;
+  explicit AdjacentReservations(std::size_t bytes) : each(bytes) {
+    void* probe = reserve(2 * each);
+    REQUIRE(hipMemAddressFree(probe, 2 * each) == hipSuccess);
+    first = reserve(each, 0, probe);
+    second = reserve(each, 0, at(probe, each));
+    REQUIRE(first == probe);
+    REQUIRE(second == at(probe, each));
+  }
+  AdjacentReservations(const AdjacentReservations&) = delete;
+  AdjacentReservations& operator=(const AdjacentReservations&) = delete;
+  ~AdjacentReservations() {
+    CHECK(hipMemAddressFree(first, each) == hipSuccess);
+    CHECK(hipMemAddressFree(second, each) == hipSuccess);
+  }
+};
+
+// What happens when a forked child touches `addr`: "SIGSEGV" (or another signal name), "ok", or
+// "exit N" (N = 3 when the byte read differs from `expect`).
+std::string touch_in_child(void* addr, bool write, unsigned char expect) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct rlimit no_core {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGSEGV, &dfl, nullptr);
+    sigaction(SIGBUS, &dfl, nullptr);
+    volatile unsigned char* byte = static_cast<volatile unsigned char*>(addr);
+    const unsigned char seen = *byte;
+    if (seen != expect) _exit(3);
+    if (write) *byte = static_cast<unsigned char>(seen + 1);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : "signal " + std::to_string(sig);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "ok";
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
+void require_host_backend() {
+  const char* name = hipxxGetBackendName();
+  REQUIRE_MESSAGE(name != nullptr, "no backend started");
+  REQUIRE_MESSAGE(std::string{name} == "host",
+                  "these tests check the host backend; run them with HIPXX_BACKEND=host");
+}
+
+Handle forged_handle() { return reinterpret_cast<Handle>(static_cast<std::uintptr_t>(0x12340)); }
+
+}  // namespace
+
+// =============================================================================================
+TEST_SUITE_BEGIN("vmm");
+
+TEST_CASE("granularity: minimum is the page size and recommended is 2 MiB") {
+  CHECK(granularity(hipMemAllocationGranularityMinimum) == static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+  CHECK(granularity(hipMemAllocationGranularityRecommended) == (std::size_t{2} << 20));
+  // Any requested handle type gives the same answer.
+  hipMemAllocationProp prop = make_prop(hipMemHandleTypePosixFileDescriptor);
+  std::size_t value = 0;
+  CHECK(hipMemGetAllocationGranularity(&value, &prop, hipMemAllocationGranularityRecommended) == hipSuccess);
+  CHECK(value == (std::size_t{2} << 20));
+}
+
+TEST_CASE("granularity: refused arguments") {
+  LeakCheck leaks;
+  const hipMemAllocationProp good = make_prop();
+  std::size_t value = 77;
+  CHECK_REFUSED(hipMemGetAllocationGranularity(nullptr, &good, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, nullptr, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &good, static_cast<hipMemAllocationGranularity_flags>(7)),
+                hipErrorInvalidValue);
+  hipMemAllocationProp bad = good;
+  bad.type = hipMemAllocationTypeInvalid;
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  bad = good;
+  bad.location.type = hipMemLocationTypeInvalid;
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  bad = good;
+  bad.location.id = 1;  // one device only
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  bad.location.id = -1;
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
+                hipErrorInvalidValue);
+  CHECK(value == 77);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("reserve and free: success paths") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+
+  SUBCASE("default alignment, one and several granules") {
+    for (const std::size_t size : {G, 3 * G, std::size_t{2} << 20}) {
+      void* ptr = reserve(size);
+      CHECK(reinterpret_cast<std::uintptr_t>(ptr) % G == 0);
+      CHECK(books().reservations == start.reservations + 1);
+      CHECK(hipMemAddressFree(ptr, size) == hipSuccess);
+      CHECK(books() == start);
+    }
+  }
+  SUBCASE("explicit power-of-two alignments are honoured") {
+    for (const std::size_t alignment : {G, 2 * G, std::size_t{2} << 20, std::size_t{64} << 20}) {
+      void* ptr = reserve(G, alignment);
+      CHECK(reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0);
+      CHECK(hipMemAddressFree(ptr, G) == hipSuccess);
+    }
+  }
+  SUBCASE("reservations never overlap") {
+    std::vector<void*> ptrs;
+    for (int i = 0; i < 8; ++i) ptrs.push_back(reserve(4 * G));
+    CHECK(books().reservations == start.reservations + 8);
+    for (std::size_t i = 0; i < ptrs.size(); ++i) {
+      for (std::size_t j = i + 1; j < ptrs.size(); ++j) {
+        const auto a = reinterpret_cast<std::uintptr_t>(ptrs[i]);
+        const auto b = reinterpret_cast<std::uintptr_t>(ptrs[j]);
+        CHECK((a + 4 * G <= b || b + 4 * G <= a));
+      }
+    }
+    for (void* ptr : ptrs) CHECK(hipMemAddressFree(ptr, 4 * G) == hipSuccess);
+  }
+  SUBCASE("a busy hint is only a hint") {
+    void* first = reserve(2 * G);
+    void* second = reserve(2 * G, 0, first);
+    CHECK(second != first);
+    CHECK(hipMemAddressFree(second, 2 * G) == hipSuccess);
+    CHECK(hipMemAddressFree(first, 2 * G) == hipSuccess);
+  }
+  CHECK(books() == start);
+}
+
+TEST_CASE("reserve: refused arguments") {
+  LeakCheck leaks;
+  void* const sentinel = reinterpret_cast<void*>(std::uintptr_t{0x5a5a0000});
+  void* ptr = sentinel;
+  CHECK_REFUSED(hipMemAddressReserve(nullptr, G, 0, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, 0, 0, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G + 1, 0, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G / 2, 0, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 0, nullptr, 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 0, nullptr, 0x100000000ULL), hipErrorInvalidValue);
+  // Alignment: a power of two that is a multiple of the granularity, or 0.
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 3, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 3 * G, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, G / 2, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 1, nullptr, 0), hipErrorInvalidValue);
+  // The hint must be granular.
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 0, reinterpret_cast<void*>(std::uintptr_t{0x10000000} + 1), 0),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, G, 0, reinterpret_cast<void*>(std::uintptr_t{0x10000000} + G / 2), 0),
+                hipErrorInvalidValue);
+  CHECK(ptr == sentinel);
+}
+
+TEST_CASE("reserve: a size no address space can hold fails cleanly") {
+  LeakCheck leaks;
+  const std::size_t huge = SIZE_MAX & ~(G - 1);
+  void* ptr = nullptr;
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, huge, 0, nullptr, 0), hipErrorOutOfMemory);
+  CHECK(ptr == nullptr);
+  // With an alignment larger than a page the over-reservation must not wrap around.
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, huge, std::size_t{2} << 20, nullptr, 0), hipErrorOutOfMemory);
+  CHECK(ptr == nullptr);
+  CHECK_REFUSED(hipMemAddressReserve(&ptr, huge - (std::size_t{1} << 30), std::size_t{1} << 30, nullptr, 0),
+                hipErrorOutOfMemory);
+  CHECK(ptr == nullptr);
+}
+
+TEST_CASE("free: refused arguments change nothing") {
+  LeakCheck leaks;
+  Mapped mapped(G, 11, 4 * G);  // a mapping in the first granule of a 4-granule reservation
+  void* const base = mapped.base;
+
+  CHECK_REFUSED(hipMemAddressFree(nullptr, 4 * G), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemAddressFree(at(base, G), 3 * G), hipErrorInvalidValue);   // interior start
+  CHECK_REFUSED(hipMemAddressFree(base, 3 * G), hipErrorInvalidValue);          // shorter
+  CHECK_REFUSED(hipMemAddressFree(base, 5 * G), hipErrorInvalidValue);          // longer
+  CHECK_REFUSED(hipMemAddressFree(base, 0), hipErrorInvalidValue);
+  int on_stack = 0;
+  CHECK_REFUSED(hipMemAddressFree(&on_stack, G), hipErrorInvalidValue);         // never reserved
+  // A mapping inside: refused, and the mapping keeps working.
+  CHECK_REFUSED(hipMemAddressFree(base, 4 * G), hipErrorInvalidValue);
+  CHECK(mapped.intact());
+  CHECK(access_of(base) == hipMemAccessFlagsProtReadWrite);
+
+  // Free really forgets: a second free of the same range is refused.
+  void* other = reserve(2 * G);
+  CHECK(hipMemAddressFree(other, 2 * G) == hipSuccess);
+  CHECK_REFUSED(hipMemAddressFree(other, 2 * G), hipErrorInvalidValue);
+}
+
+TEST_CASE("free: allowed once the last mapping inside is gone") {
+  LeakCheck leaks;
+  void* base = reserve(2 * G);
+  Handle a = create(G);
+  Handle b = create(G);
+  REQUIRE(hipMemMap(base, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, G), G, 0, b, 0) == hipSuccess);
+  CHECK_REFUSED(hipMemAddressFree(base, 2 * G), hipErrorInvalidValue);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK_REFUSED(hipMemAddressFree(base, 2 * G), hipErrorInvalidValue);
+  CHECK(hipMemUnmap(at(base, G), G) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(a) == hipSuccess);
+  CHECK(hipMemRelease(b) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("create and release: success and properties round-trip") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  for (const hipMemAllocationHandleType type : {hipMemHandleTypeNone, hipMemHandleTypePosixFileDescriptor}) {
+    for (const std::size_t size : {G, 3 * G, std::size_t{2} << 20}) {
+      CAPTURE(type);
+      CAPTURE(size);
+      Handle handle = create(size, type);
+      CHECK(books().allocations == start.allocations + 1);
+      CHECK(books().mappings == start.mappings);
+      hipMemAllocationProp prop{};
+      std::memset(&prop, 0xff, sizeof prop);
+      REQUIRE(hipMemGetAllocationPropertiesFromHandle(&prop, handle) == hipSuccess);
+      CHECK(prop.type == hipMemAllocationTypePinned);
+      CHECK(prop.requestedHandleType == type);
+      CHECK(prop.location.type == hipMemLocationTypeDevice);
+      CHECK(prop.location.id == 0);
+      CHECK(hipMemRelease(handle) == hipSuccess);
+      CHECK(books() == start);
+    }
+  }
+  // Handles are never reused: a released handle stays invalid after new ones are created.
+  Handle first = create(G);
+  REQUIRE(hipMemRelease(first) == hipSuccess);
+  Handle second = create(G);
+  CHECK(second != first);
+  CHECK_REFUSED(hipMemRelease(first), hipErrorInvalidValue);
+  CHECK(hipMemRelease(second) == hipSuccess);
+}
+
+TEST_CASE("create: refused arguments") {
+  LeakCheck leaks;
+  const hipMemAllocationProp good = make_prop();
+  Handle const sentinel = forged_handle();
+  Handle handle = sentinel;
+
+  CHECK_REFUSED(hipMemCreate(nullptr, G, &good, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemCreate(&handle, G, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemCreate(&handle, 0, &good, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemCreate(&handle, G + 1, &good, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemCreate(&handle, G / 2, &good, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemCreate(&handle, G, &good, 1), hipErrorInvalidValue);
+
+  hipMemAllocationProp bad = good;
+  bad.type = hipMemAllocationTypeInvalid;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+  bad.type = hipMemAllocationTypeMax;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+
+  bad = good;
+  bad.location.type = hipMemLocationTypeInvalid;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+  bad.location.type = static_cast<hipMemLocationType>(7);
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+  bad = good;
+  bad.location.id = 1;  // this process has one device
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+  bad.location.id = -1;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+
+  // Handle types: Windows ones are real but unsupported here; anything else is not a type.
+  bad = good;
+  bad.requestedHandleType = hipMemHandleTypeWin32;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorNotSupported);
+  bad.requestedHandleType = hipMemHandleTypeWin32Kmt;
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorNotSupported);
+  bad.requestedHandleType = static_cast<hipMemAllocationHandleType>(3);
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+  bad.requestedHandleType = static_cast<hipMemAllocationHandleType>(0x40);
+  CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
+
+  CHECK(handle == sentinel);
+}
+
+TEST_CASE("release: refused handles") {
+  LeakCheck leaks;
+  CHECK_REFUSED(hipMemRelease(nullptr), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemRelease(forged_handle()), hipErrorInvalidValue);
+  Handle handle = create(G);
+  CHECK_REFUSED(hipMemRelease(reinterpret_cast<Handle>(reinterpret_cast<std::uintptr_t>(handle) + 1)),
+                hipErrorInvalidValue);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK_REFUSED(hipMemRelease(handle), hipErrorInvalidValue);
+  hipMemAllocationProp prop{};
+  CHECK_REFUSED(hipMemGetAllocationPropertiesFromHandle(&prop, handle), hipErrorInvalidValue);
+}
+
+TEST_CASE("properties from handle: refused arguments") {
+  LeakCheck leaks;
+  Handle handle = create(G);
+  hipMemAllocationProp prop{};
+  CHECK_REFUSED(hipMemGetAllocationPropertiesFromHandle(nullptr, handle), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationPropertiesFromHandle(&prop, nullptr), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationPropertiesFromHandle(&prop, forged_handle()), hipErrorInvalidValue);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("map: success, and a new mapping has no access") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  void* base = reserve(4 * G);
+  Handle handle = create(2 * G);
+  REQUIRE(hipMemMap(at(base, G), 2 * G, 0, handle, 0) == hipSuccess);
+  CHECK(books().mappings == start.mappings + 1);
+  CHECK(access_of(at(base, G)) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(at(base, 3 * G - 1)) == hipMemAccessFlagsProtNone);
+
+  // No access: copies in and out and memset are refused, and change nothing.
+  const std::vector<unsigned char> data = pattern(2 * G, 5);
+  std::vector<unsigned char> back(2 * G, 0xee);
+  CHECK_REFUSED(hipMemcpy(at(base, G), data.data(), 2 * G, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(back.data(), at(base, G), 2 * G, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(at(base, G), 1, 16), hipErrorInvalidValue);
+  CHECK(back == std::vector<unsigned char>(2 * G, 0xee));
+
+  grant(at(base, G), 2 * G, hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(base, G)) == hipMemAccessFlagsProtReadWrite);
+  write_pattern(at(base, G), 2 * G, 5);
+  CHECK(holds_pattern(at(base, G), 2 * G, 5));
+  // Fresh physical memory reads as zero.
+  Handle fresh = create(G);
+  REQUIRE(hipMemMap(base, G, 0, fresh, 0) == hipSuccess);
+  grant(base, G, hipMemAccessFlagsProtRead);
+  std::vector<unsigned char> zeros(G, 0xee);
+  CHECK(hipMemcpy(zeros.data(), base, G, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(zeros == std::vector<unsigned char>(G, 0));
+
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(hipMemUnmap(at(base, G), 2 * G) == hipSuccess);
+  CHECK(books().mappings == start.mappings);
+  CHECK(hipMemRelease(fresh) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("map: a remapped range starts with no access again") {
+  LeakCheck leaks;
+  void* base = reserve(G);
+  Handle handle = create(G);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  grant(base, G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, G, 9);
+  REQUIRE(hipMemUnmap(base, G) == hipSuccess);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  CHECK(access_of(base) == hipMemAccessFlagsProtNone);
+  grant(base, G, hipMemAccessFlagsProtRead);
+  CHECK(holds_pattern(base, G, 9));  // the physical memory kept its data
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, G) == hipSuccess);
+}
+
+TEST_CASE("map: refused arguments change nothing") {
+  LeakCheck leaks;
+  void* base = reserve(4 * G);
+  Handle one = create(G);
+  Handle two = create(2 * G);
+
+  CHECK_REFUSED(hipMemMap(nullptr, G, 0, one, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(base, G, G, one, 0), hipErrorInvalidValue);         // offset must be 0
+  CHECK_REFUSED(hipMemMap(base, 2 * G, G, two, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(base, G, 0, one, 1), hipErrorInvalidValue);         // flags must be 0
+  CHECK_REFUSED(hipMemMap(base, 2 * G, 0, one, 0), hipErrorInvalidValue);     // bigger than the allocation
+  CHECK_REFUSED(hipMemMap(base, G, 0, two, 0), hipErrorInvalidValue);         // smaller than the allocation
+  CHECK_REFUSED(hipMemMap(base, 0, 0, one, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(at(base, 1), G, 0, one, 0), hipErrorInvalidValue);  // not granular
+  CHECK_REFUSED(hipMemMap(base, G, 0, nullptr, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(base, G, 0, forged_handle(), 0), hipErrorInvalidValue);
+  // Outside any reservation.
+  std::vector<unsigned char> host(2 * G);
+  void* host_page = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(host.data()) + G - 1) & ~(G - 1));
+  CHECK_REFUSED(hipMemMap(host_page, G, 0, one, 0), hipErrorInvalidValue);
+  // Running past the end of the reservation.
+  CHECK_REFUSED(hipMemMap(at(base, 3 * G), 2 * G, 0, two, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(at(base, 4 * G), G, 0, one, 0), hipErrorInvalidValue);
+  // A released handle.
+  Handle gone = create(G);
+  REQUIRE(hipMemRelease(gone) == hipSuccess);
+  CHECK_REFUSED(hipMemMap(base, G, 0, gone, 0), hipErrorInvalidValue);
+
+  // Nothing was mapped by any of the above.
+  Handle retained = nullptr;
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&retained, base), hipErrorInvalidValue);
+  // And the arguments that were refused work once corrected.
+  CHECK(hipMemMap(base, G, 0, one, 0) == hipSuccess);
+  CHECK(hipMemMap(at(base, 2 * G), 2 * G, 0, two, 0) == hipSuccess);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(hipMemUnmap(at(base, 2 * G), 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(one) == hipSuccess);
+  CHECK(hipMemRelease(two) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("map: overlapping an existing mapping is refused") {
+  LeakCheck leaks;
+  Mapped mapped(2 * G, 21, 6 * G);  // [0, 2G) mapped inside [0, 6G)
+  Handle one = create(G);
+  Handle two = create(2 * G);
+  CHECK_REFUSED(hipMemMap(mapped.base, 2 * G, 0, two, 0), hipErrorInvalidValue);        // same range
+  CHECK_REFUSED(hipMemMap(mapped.base, G, 0, one, 0), hipErrorInvalidValue);            // its first granule
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), G, 0, one, 0), hipErrorInvalidValue);     // its last granule
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue); // straddles its end
+  CHECK(mapped.intact());
+  CHECK(access_of(mapped.base) == hipMemAccessFlagsProtReadWrite);
+  // Right after it: fine. Then anything touching that second mapping [2G, 3G): refused.
+  REQUIRE(hipMemMap(at(mapped.base, 2 * G), G, 0, one, 0) == hipSuccess);
+  CHECK_REFUSED(hipMemMap(at(mapped.base, 2 * G), 2 * G, 0, two, 0), hipErrorInvalidValue);  // its start
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue);      // both
+  CHECK(hipMemMap(at(mapped.base, 3 * G), 2 * G, 0, two, 0) == hipSuccess);
+  CHECK(hipMemUnmap(at(mapped.base, 2 * G), 3 * G) == hipSuccess);  // spans both extra mappings
+  CHECK(mapped.intact());
+  CHECK(hipMemRelease(one) == hipSuccess);
+  CHECK(hipMemRelease(two) == hipSuccess);
+}
+
+TEST_CASE("map: the range must lie inside one reservation") {
+  LeakCheck leaks;
+  AdjacentReservations pair(2 * G);
+  Handle two = create(2 * G);
+  // [first + G, second + G) is reserved end to end, but by two reservations.
+  CHECK_REFUSED(hipMemMap(at(pair.first, G), 2 * G, 0, two, 0), hipErrorInvalidValue);
+  CHECK(hipMemMap(pair.second, 2 * G, 0, two, 0) == hipSuccess);
+  CHECK(hipMemUnmap(pair.second, 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(two) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("unmap: refused ranges change nothing") {
+  LeakCheck leaks;
+  // [0,2G) mapping A, [2G,3G) mapping B, [3G,4G) empty, [4G,5G) mapping C; reservation [0, 6G)
+  void* base = reserve(6 * G);
+  Handle a = create(2 * G);
+  Handle b = create(G);
+  Handle c = create(G);
+  REQUIRE(hipMemMap(base, 2 * G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 2 * G), G, 0, b, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 4 * G), G, 0, c, 0) == hipSuccess);
+  grant(base, 3 * G, hipMemAccessFlagsProtReadWrite);
+  grant(at(base, 4 * G), G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, 3 * G, 31);
+  write_pattern(at(base, 4 * G), G, 32);
+
+  CHECK_REFUSED(hipMemUnmap(nullptr, G), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemUnmap(base, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemUnmap(base, G), hipErrorInvalidValue);                 // first half of A
+  CHECK_REFUSED(hipMemUnmap(at(base, G), G), hipErrorInvalidValue);          // second half of A
+  CHECK_REFUSED(hipMemUnmap(at(base, G), 2 * G), hipErrorInvalidValue);      // cuts A, whole B
+  CHECK_REFUSED(hipMemUnmap(base, 4 * G), hipErrorInvalidValue);             // A, B and the gap
+  CHECK_REFUSED(hipMemUnmap(at(base, 2 * G), 3 * G), hipErrorInvalidValue);  // B, gap, C
+  CHECK_REFUSED(hipMemUnmap(base, 5 * G), hipErrorInvalidValue);             // everything with the gap
+  CHECK_REFUSED(hipMemUnmap(at(base, 3 * G), G), hipErrorInvalidValue);      // the gap alone
+  CHECK_REFUSED(hipMemUnmap(at(base, 5 * G), G), hipErrorInvalidValue);      // reserved, never mapped
+  CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), 2 * G), hipErrorInvalidValue);  // C and the tail
+  CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), 3 * G), hipErrorInvalidValue);  // past the reservation
+  CHECK_REFUSED(hipMemUnmap(at(base, 1), 2 * G), hipErrorInvalidValue);
+  std::vector<unsigned char> host(G);
+  CHECK_REFUSED(hipMemUnmap(host.data(), G), hipErrorInvalidValue);
+
+  // Every mapping is still there with its data and access.
+  CHECK(holds_pattern(base, 3 * G, 31));
+  CHECK(holds_pattern(at(base, 4 * G), G, 32));
+  CHECK(access_of(at(base, G)) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(base, 2 * G)) == hipMemAccessFlagsProtReadWrite);
+
+  CHECK(hipMemUnmap(at(base, 4 * G), G) == hipSuccess);
+  CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), G), hipErrorInvalidValue);  // twice
+  CHECK(hipMemUnmap(base, 3 * G) == hipSuccess);                         // A and B together
+  CHECK(books().mappings == leaks.start.mappings);
+  CHECK(hipMemRelease(a) == hipSuccess);
+  CHECK(hipMemRelease(b) == hipSuccess);
+  CHECK(hipMemRelease(c) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 6 * G) == hipSuccess);
+}
+
+TEST_CASE("unmap and set access: one call may span several whole adjacent mappings") {
+  LeakCheck leaks;
+  constexpr int kMappings = 4;
+  void* base = reserve(kMappings * 2 * G);
+  std::vector<Handle> handles;
+  for (int i = 0; i < kMappings; ++i) {
+    // Alternate sizes so the tiling is not uniform: G, 2G, G, 2G at 0, G, 3G, 4G.
+    handles.push_back(create(i % 2 == 0 ? G : 2 * G));
+  }
+  std::size_t offset = 0;
+  for (int i = 0; i < kMappings; ++i) {
+    const std::size_t size = i % 2 == 0 ? G : 2 * G;
+    REQUIRE(hipMemMap(at(base, offset), size, 0, handles[static_cast<std::size_t>(i)], 0) == hipSuccess);
+    offset += size;
+  }
+  const std::size_t total = offset;  // 6G
+  CHECK(books().mappings == leaks.start.mappings + kMappings);
+
+  // One set-access over all four, then one copy over all four.
+  grant(base, total, hipMemAccessFlagsProtReadWrite);
+  for (std::size_t o = 0; o < total; o += G) CHECK(access_of(at(base, o)) == hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, total, 41);
+  CHECK(holds_pattern(base, total, 41));
+
+  // A sub-span of whole mappings (the middle two): read-only, the others untouched.
+  grant(at(base, G), 3 * G, hipMemAccessFlagsProtRead);
+  CHECK(access_of(base) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(base, G)) == hipMemAccessFlagsProtRead);
+  CHECK(access_of(at(base, 3 * G)) == hipMemAccessFlagsProtRead);
+  CHECK(access_of(at(base, 4 * G)) == hipMemAccessFlagsProtReadWrite);
+  const std::vector<unsigned char> junk(total, 0x77);
+  CHECK_REFUSED(hipMemcpy(base, junk.data(), total, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK(holds_pattern(base, total, 41));
+
+  // One unmap over the first three, then the last alone.
+  CHECK(hipMemUnmap(base, 4 * G) == hipSuccess);
+  CHECK(books().mappings == leaks.start.mappings + 1);
+  CHECK(hipMemUnmap(at(base, 4 * G), 2 * G) == hipSuccess);
+  CHECK(books().mappings == leaks.start.mappings);
+  for (Handle handle : handles) CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, kMappings * 2 * G) == hipSuccess);
+}
+
+TEST_CASE("unmap and set access: adjacent mappings in two reservations are not one range") {
+  LeakCheck leaks;
+  AdjacentReservations pair(G);
+  Handle a = create(G);
+  Handle b = create(G);
+  REQUIRE(hipMemMap(pair.first, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(pair.second, G, 0, b, 0) == hipSuccess);
+  const hipMemAccessDesc rw = make_desc(hipMemAccessFlagsProtReadWrite);
+  CHECK_REFUSED(hipMemSetAccess(pair.first, 2 * G, &rw, 1), hipErrorInvalidValue);
+  CHECK(access_of(pair.first) == hipMemAccessFlagsProtNone);
+  CHECK(access_of(pair.second) == hipMemAccessFlagsProtNone);
+  CHECK_REFUSED(hipMemUnmap(pair.first, 2 * G), hipErrorInvalidValue);
+  CHECK(books().mappings == leaks.start.mappings + 2);
+  // Copies stay inside one reservation too, even with both sides granted.
+  grant(pair.first, G, hipMemAccessFlagsProtReadWrite);
+  grant(pair.second, G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(pair.first, G, 43);
+  write_pattern(pair.second, G, 44);
+  const std::vector<unsigned char> junk(2 * G, 0x12);
+  CHECK_REFUSED(hipMemcpy(at(pair.first, G / 2), junk.data(), G, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK(holds_pattern(pair.first, G, 43));
+  CHECK(holds_pattern(pair.second, G, 44));
+  CHECK(hipMemUnmap(pair.first, G) == hipSuccess);
+  CHECK(hipMemUnmap(pair.second, G) == hipSuccess);
+  CHECK(hipMemRelease(a) == hipSuccess);
+  CHECK(hipMemRelease(b) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("set access: None, Read and ReadWrite decide what copies may do") {
+  LeakCheck leaks;
+  Mapped mapped(2 * G, 51);
+  const std::vector<unsigned char> junk(2 * G, 0x33);
+  std::vector<unsigned char> back(2 * G);
+
+  SUBCASE("read-only: copies out work, copies in and memset fail") {
+    grant(mapped.base, 2 * G, hipMemAccessFlagsProtRead);
+    CHECK(access_of(mapped.base) == hipMemAccessFlagsProtRead);
+    CHECK(mapped.intact());
+    CHECK_REFUSED(hipMemcpy(mapped.base, junk.data(), 2 * G, hipMemcpyHostToDevice), hipErrorInvalidValue);
+    CHECK_REFUSED(hipMemcpy(at(mapped.base, 10), junk.data(), 1, hipMemcpyDefault), hipErrorInvalidValue);
+    CHECK_REFUSED(hipMemset(mapped.base, 0, 2 * G), hipErrorInvalidValue);
+    // Device-to-device out of it into a writable buffer works.
+    void* linear = nullptr;
+    REQUIRE(hipMalloc(&linear, 2 * G) == hipSuccess);
+    CHECK(hipMemcpy(linear, mapped.base, 2 * G, hipMemcpyDeviceToDevice) == hipSuccess);
+    CHECK(holds_pattern(linear, 2 * G, 51));
+    CHECK_REFUSED(hipMemcpy(mapped.base, linear, 2 * G, hipMemcpyDeviceToDevice), hipErrorInvalidValue);
+    CHECK(hipFree(linear) == hipSuccess);
+    CHECK(mapped.intact());
+  }
+  SUBCASE("none again after ReadWrite: every copy fails, the data survives") {
+    grant(mapped.base, 2 * G, hipMemAccessFlagsProtNone);
+    CHECK(access_of(mapped.base) == hipMemAccessFlagsProtNone);
+    CHECK_REFUSED(hipMemcpy(back.data(), mapped.base, 2 * G, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+    CHECK_REFUSED(hipMemcpy(mapped.base, junk.data(), 2 * G, hipMemcpyHostToDevice), hipErrorInvalidValue);
+    grant(mapped.base, 2 * G, hipMemAccessFlagsProtReadWrite);
+    CHECK(mapped.intact());
+  }
+  SUBCASE("ReadWrite: memset and partial copies") {
+    CHECK(hipMemset(at(mapped.base, G), 0x1ab, 100) == hipSuccess);  // only the low byte counts
+    REQUIRE(hipMemcpy(back.data(), mapped.base, 2 * G, hipMemcpyDeviceToHost) == hipSuccess);
+    std::vector<unsigned char> expected = pattern(2 * G, 51);
+    std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(G), 100, 0xab);
+    CHECK(back == expected);
+    write_pattern(mapped.base, 2 * G, 51);
+  }
+  SUBCASE("several descriptors in one call; the last one for a device wins") {
+    const hipMemAccessDesc list[] = {make_desc(hipMemAccessFlagsProtNone), make_desc(hipMemAccessFlagsProtRead)};
+    CHECK(hipMemSetAccess(mapped.base, 2 * G, list, 2) == hipSuccess);
+    CHECK(access_of(mapped.base) == hipMemAccessFlagsProtRead);
+    grant(mapped.base, 2 * G, hipMemAccessFlagsProtReadWrite);
+  }
+}
+
+TEST_CASE("set access: refused arguments leave access and data unchanged") {
+  LeakCheck leaks;
+  // [0,G) A (Read), [G,2G) B (ReadWrite), [3G,4G) C (Read); reservation [0, 4G)
+  void* base = reserve(4 * G);
+  Handle a = create(G);
+  Handle b = create(G);
+  Handle c = create(G);
+  REQUIRE(hipMemMap(base, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, G), G, 0, b, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 3 * G), G, 0, c, 0) == hipSuccess);
+  grant(base, 2 * G, hipMemAccessFlagsProtReadWrite);
+  grant(at(base, 3 * G), G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, 2 * G, 61);
+  write_pattern(at(base, 3 * G), G, 62);
+  grant(base, G, hipMemAccessFlagsProtRead);
+  grant(at(base, 3 * G), G, hipMemAccessFlagsProtRead);
+
+  const hipMemAccessDesc rw = make_desc(hipMemAccessFlagsProtReadWrite);
+  const hipMemAccessDesc none = make_desc(hipMemAccessFlagsProtNone);
+  CHECK_REFUSED(hipMemSetAccess(nullptr, G, &rw, 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemSetAccess(base, 0, &rw, 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemSetAccess(base, G, nullptr, 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemSetAccess(base, G, &rw, 0), hipErrorInvalidValue);
+  hipMemAccessDesc bad = rw;
+  bad.flags = static_cast<hipMemAccessFlags>(2);  // write-only is not a HIP access
+  CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
+  bad.flags = static_cast<hipMemAccessFlags>(4);
+  CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
+  bad = rw;
+  bad.location.type = hipMemLocationTypeInvalid;
+  CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
+  bad = rw;
+  bad.location.id = 1;  // one device only
+  CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
+  bad.location.id = -1;
+  CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
+  // One bad descriptor among good ones spoils the whole call.
+  const hipMemAccessDesc mixed[] = {none, bad};
+  CHECK_REFUSED(hipMemSetAccess(base, G, mixed, 2), hipErrorInvalidValue);
+  // Ranges: gap, cut mapping, unmapped, outside.
+  CHECK_REFUSED(hipMemSetAccess(base, 4 * G, &none, 1), hipErrorInvalidValue);          // A, B, gap, C
+  CHECK_REFUSED(hipMemSetAccess(at(base, G), 3 * G, &none, 1), hipErrorInvalidValue);   // B, gap, C
+  CHECK_REFUSED(hipMemSetAccess(base, 3 * G, &none, 1), hipErrorInvalidValue);          // A, B, gap
+  CHECK_REFUSED(hipMemSetAccess(at(base, 2 * G), G, &rw, 1), hipErrorInvalidValue);     // the gap
+  CHECK_REFUSED(hipMemSetAccess(base, G / 2, &none, 1), hipErrorInvalidValue);          // cuts A
+  CHECK_REFUSED(hipMemSetAccess(at(base, G / 2), G, &none, 1), hipErrorInvalidValue);   // cuts A and B
+  CHECK_REFUSED(hipMemSetAccess(at(base, 3 * G), 2 * G, &none, 1), hipErrorInvalidValue);  // past the end
+  std::vector<unsigned char> host(G);
+  CHECK_REFUSED(hipMemSetAccess(host.data(), G, &rw, 1), hipErrorInvalidValue);
+
+  CHECK(access_of(base) == hipMemAccessFlagsProtRead);
+  CHECK(access_of(at(base, G)) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(base, 3 * G)) == hipMemAccessFlagsProtRead);
+  CHECK(holds_pattern(base, 2 * G, 61));
+  CHECK(holds_pattern(at(base, 3 * G), G, 62));
+
+  CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
+  CHECK(hipMemUnmap(at(base, 3 * G), G) == hipSuccess);
+  for (Handle handle : {a, b, c}) CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("get access: reports per address and refuses what is not mapped") {
+  LeakCheck leaks;
+  Mapped mapped(2 * G, 71, 4 * G);
+  CHECK(access_of(mapped.base) == hipMemAccessFlagsProtReadWrite);
+  CHECK(access_of(at(mapped.base, G + 17)) == hipMemAccessFlagsProtReadWrite);  // any address inside
+  CHECK(access_of(at(mapped.base, 2 * G - 1)) == hipMemAccessFlagsProtReadWrite);
+
+  const hipMemLocation device0{hipMemLocationTypeDevice, 0};
+  unsigned long long flags = 0xabc;
+  CHECK_REFUSED(hipMemGetAccess(nullptr, &device0, mapped.base), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAccess(&flags, nullptr, mapped.base), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAccess(&flags, &device0, nullptr), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAccess(&flags, &device0, at(mapped.base, 2 * G)), hipErrorInvalidValue);  // reserved only
+  CHECK_REFUSED(hipMemGetAccess(&flags, &device0, at(mapped.base, 4 * G - 1)), hipErrorInvalidValue);
+  int on_stack = 0;
+  CHECK_REFUSED(hipMemGetAccess(&flags, &device0, &on_stack), hipErrorInvalidValue);
+  const hipMemLocation device1{hipMemLocationTypeDevice, 1};
+  CHECK_REFUSED(hipMemGetAccess(&flags, &device1, mapped.base), hipErrorInvalidValue);
+  const hipMemLocation invalid{hipMemLocationTypeInvalid, 0};
+  CHECK_REFUSED(hipMemGetAccess(&flags, &invalid, mapped.base), hipErrorInvalidValue);
+  CHECK(flags == 0xabc);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("retain: any address inside a mapping gives the same handle and one more reference") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  void* base = reserve(4 * G);
+  Handle handle = create(2 * G);
+  REQUIRE(hipMemMap(at(base, G), 2 * G, 0, handle, 0) == hipSuccess);
+  grant(at(base, G), 2 * G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(at(base, G), 2 * G, 81);
+
+  const std::size_t offsets[] = {G, G + 1, G + 123, 2 * G, 2 * G + G / 2 + 7, 3 * G - 1};
+  for (const std::size_t offset : offsets) {
+    CAPTURE(offset);
+    Handle retained = nullptr;
+    CHECK(hipMemRetainAllocationHandle(&retained, at(base, offset)) == hipSuccess);
+    CHECK(retained == handle);
+  }
+  CHECK(books().allocations == start.allocations + 1);  // still one allocation
+
+  // Six retains plus the creation: seven releases needed. After unmapping, the allocation
+  // survives every release but the last.
+  CHECK(hipMemUnmap(at(base, G), 2 * G) == hipSuccess);
+  for (std::size_t i = 0; i < std::size(offsets); ++i) {
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(books().allocations == start.allocations + 1);
+  }
+  // Still usable: map it again and the data is there.
+  REQUIRE(hipMemMap(base, 2 * G, 0, handle, 0) == hipSuccess);
+  grant(base, 2 * G, hipMemAccessFlagsProtRead);
+  CHECK(holds_pattern(base, 2 * G, 81));
+  CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);  // the last one
+  CHECK(books().allocations == start.allocations);
+  CHECK_REFUSED(hipMemRelease(handle), hipErrorInvalidValue);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("retain: refused arguments") {
+  LeakCheck leaks;
+  Mapped mapped(G, 82, 3 * G);
+  Handle const sentinel = forged_handle();
+  Handle handle = sentinel;
+  CHECK_REFUSED(hipMemRetainAllocationHandle(nullptr, mapped.base), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&handle, nullptr), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&handle, at(mapped.base, G)), hipErrorInvalidValue);  // not mapped
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&handle, at(mapped.base, 3 * G - 1)), hipErrorInvalidValue);
+  int on_stack = 0;
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&handle, &on_stack), hipErrorInvalidValue);
+  void* linear = nullptr;
+  REQUIRE(hipMalloc(&linear, 64) == hipSuccess);
+  CHECK_REFUSED(hipMemRetainAllocationHandle(&handle, linear), hipErrorInvalidValue);
+  CHECK(hipFree(linear) == hipSuccess);
+  CHECK(handle == sentinel);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("release of a mapped handle defers the physical free to the last unmap") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  void* base = reserve(4 * G);
+  Handle handle = create(G);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 2 * G), G, 0, handle, 0) == hipSuccess);  // two views of one allocation
+  grant(base, G, hipMemAccessFlagsProtReadWrite);
+  grant(at(base, 2 * G), G, hipMemAccessFlagsProtRead);
+  write_pattern(base, G, 91);
+
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(books().allocations == start.allocations + 1);  // alive: still mapped
+  CHECK(books().mappings == start.mappings + 2);
+  // The application's handle is gone...
+  hipMemAllocationProp prop{};
+  CHECK_REFUSED(hipMemRelease(handle), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationPropertiesFromHandle(&prop, handle), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemMap(at(base, 3 * G), G, 0, handle, 0), hipErrorInvalidValue);
+  // ...the memory is not: both views still read (and the writable one still writes).
+  CHECK(holds_pattern(base, G, 91));
+  CHECK(holds_pattern(at(base, 2 * G), G, 91));
+  write_pattern(base, G, 92);
+  CHECK(holds_pattern(at(base, 2 * G), G, 92));
+
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(books().allocations == start.allocations + 1);  // the second view keeps it
+  CHECK(holds_pattern(at(base, 2 * G), G, 92));
+  CHECK(hipMemUnmap(at(base, 2 * G), G) == hipSuccess);
+  CHECK(books().allocations == start.allocations);  // the last unmap freed it
+  CHECK(books().mappings == start.mappings);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("release of a mapped handle: a spanning unmap frees it once") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  void* base = reserve(2 * G);
+  Handle handle = create(G);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, G), G, 0, handle, 0) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(books().allocations == start.allocations + 1);
+  CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
+  CHECK(books().allocations == start.allocations);
+  CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
+}
+
+TEST_CASE("retain after a deferred release brings the handle back") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  void* base = reserve(G);
+  Handle handle = create(G);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  REQUIRE(hipMemRelease(handle) == hipSuccess);
+  Handle again = nullptr;
+  CHECK(hipMemRetainAllocationHandle(&again, at(base, 5)) == hipSuccess);
+  CHECK(again == handle);
+  hipMemAllocationProp prop{};
+  CHECK(hipMemGetAllocationPropertiesFromHandle(&prop, again) == hipSuccess);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(books().allocations == start.allocations + 1);  // the retain holds it now
+  CHECK(hipMemRelease(again) == hipSuccess);
+  CHECK(books().allocations == start.allocations);
+  CHECK(hipMemAddressFree(base, G) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("export and import: a second handle to the same memory in one process") {
+  LeakCheck leaks;
+  const hipxxBookCounts start = books();
+  Mapped mapped(2 * G, 101, 2 * G, hipMemHandleTypePosixFileDescriptor);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, mapped.handle, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  REQUIRE(fd >= 0);
+  CHECK(fcntl(fd, F_GETFD) >= 0);
+  int second_fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&second_fd, mapped.handle, hipMemHandleTypePosixFileDescriptor, 0) ==
+          hipSuccess);
+  CHECK(second_fd != fd);  // each export is a new descriptor the caller owns
+  CHECK(close(second_fd) == 0);
+
+  Handle imported = nullptr;
+  REQUIRE(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                          hipMemHandleTypePosixFileDescriptor) == hipSuccess);
+  CHECK(close(fd) == 0);  // the runtime keeps its own reference
+  CHECK(imported != mapped.handle);
+  CHECK(books().allocations == start.allocations + 2);
+  hipMemAllocationProp prop{};
+  REQUIRE(hipMemGetAllocationPropertiesFromHandle(&prop, imported) == hipSuccess);
+  CHECK(prop.type == hipMemAllocationTypePinned);
+  CHECK(prop.requestedHandleType == hipMemHandleTypePosixFileDescriptor);
+  CHECK(prop.location.type == hipMemLocationTypeDevice);
+  CHECK(prop.location.id == 0);
+
+  void* view = reserve(2 * G);
+  CHECK_REFUSED(hipMemMap(view, G, 0, imported, 0), hipErrorInvalidValue);  // the size came with the fd
+  REQUIRE(hipMemMap(view, 2 * G, 0, imported, 0) == hipSuccess);
+  grant(view, 2 * G, hipMemAccessFlagsProtReadWrite);
+  CHECK(holds_pattern(view, 2 * G, 101));
+  write_pattern(view, 2 * G, 102);
+  CHECK(holds_pattern(mapped.base, 2 * G, 102));
+  // The imported allocation can be exported again.
+  int re_export = -1;
+  CHECK(hipMemExportToShareableHandle(&re_export, imported, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  CHECK(close(re_export) == 0);
+
+  CHECK(hipMemUnmap(view, 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(imported) == hipSuccess);
+  CHECK(hipMemAddressFree(view, 2 * G) == hipSuccess);
+  mapped.seed = 102;
+  CHECK(mapped.intact());
+}
+
+TEST_CASE("export: refused arguments") {
+  LeakCheck leaks;
+  Handle shareable = create(G, hipMemHandleTypePosixFileDescriptor);
+  Handle plain = create(G);
+  int fd = -7;
+  CHECK_REFUSED(hipMemExportToShareableHandle(nullptr, shareable, hipMemHandleTypePosixFileDescriptor, 0),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, hipMemHandleTypePosixFileDescriptor, 1),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, hipMemHandleTypeNone, 0), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, hipMemHandleTypeWin32, 0), hipErrorNotSupported);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, hipMemHandleTypeWin32Kmt, 0), hipErrorNotSupported);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, static_cast<hipMemAllocationHandleType>(3), 0),
+                hipErrorInvalidValue);
+  // Only an allocation created for the handle type may be exported as it.
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, plain, hipMemHandleTypePosixFileDescriptor, 0),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, nullptr, hipMemHandleTypePosixFileDescriptor, 0),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, forged_handle(), hipMemHandleTypePosixFileDescriptor, 0),
+                hipErrorInvalidValue);
+  CHECK(hipMemRelease(shareable) == hipSuccess);
+  CHECK_REFUSED(hipMemExportToShareableHandle(&fd, shareable, hipMemHandleTypePosixFileDescriptor, 0),
+                hipErrorInvalidValue);
+  CHECK(fd == -7);
+  CHECK(hipMemRelease(plain) == hipSuccess);
+}
+
+namespace {
+void* as_os_handle(int fd) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(static_cast<unsigned>(fd))); }
+}  // namespace
+
+TEST_CASE("import: refused descriptors") {
+  LeakCheck leaks;
+  Handle source = create(G, hipMemHandleTypePosixFileDescriptor);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, source, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  Handle const sentinel = forged_handle();
+  Handle handle = sentinel;
+
+  CHECK_REFUSED(hipMemImportFromShareableHandle(nullptr, as_os_handle(fd), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeWin32),
+                hipErrorNotSupported);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeWin32Kmt),
+                hipErrorNotSupported);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeNone),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), static_cast<hipMemAllocationHandleType>(5)),
+                hipErrorInvalidValue);
+  // Values that cannot be descriptors.
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(~std::uintptr_t{0}),
+                                                hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(std::uintptr_t{1} << 40),
+                                                hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+
+  // A read-only descriptor of the same memory.
+  const std::string proc_path = "/proc/self/fd/" + std::to_string(fd);
+  const int read_only = open(proc_path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(read_only >= 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(read_only), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  CHECK(close(read_only) == 0);
+  // A closed descriptor.
+  const int closed = dup(fd);
+  REQUIRE(closed >= 0);
+  REQUIRE(close(closed) == 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(closed), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  // Descriptors that are not shareable memory: a pipe, /dev/zero, a directory, a regular file.
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(pipe_fds[1]), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  const int zero = open("/dev/zero", O_RDWR | O_CLOEXEC);
+  REQUIRE(zero >= 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(zero), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(zero);
+  const int directory = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(directory >= 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(directory), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(directory);
+  {
+    // A read-write regular file of a whole page: a file on disk, not exported device memory.
+    // On a disk file system: a tmpfs file is shared memory much like a memfd.
+    std::string path;
+    for (const char* dir : {".", "/var/tmp", "/tmp"}) {
+      struct statfs fs {};
+      if (statfs(dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
+        path = std::string{dir} + "/hipxx-test-vmm-XXXXXX";
+        break;
+      }
+    }
+    REQUIRE_MESSAGE(!path.empty(), "no disk-backed directory for a regular file");
+    const int file = mkstemp(path.data());
+    REQUIRE(file >= 0);
+    unlink(path.c_str());
+    REQUIRE(ftruncate(file, static_cast<off_t>(G)) == 0);
+    CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(file), hipMemHandleTypePosixFileDescriptor),
+                  hipErrorInvalidValue);
+    close(file);
+  }
+  // An empty memfd that never came from hipMemCreate has no size to map.
+  const int empty = memfd_create("hipxx-test-empty", MFD_CLOEXEC);
+  REQUIRE(empty >= 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(empty), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(empty);
+  CHECK(handle == sentinel);
+
+  CHECK(close(fd) == 0);
+  CHECK(hipMemRelease(source) == hipSuccess);
+}
+
+TEST_CASE("an exported descriptor outlives the allocation's handle") {
+  LeakCheck leaks;
+  Handle source = create(G, hipMemHandleTypePosixFileDescriptor);
+  void* first = reserve(G);
+  REQUIRE(hipMemMap(first, G, 0, source, 0) == hipSuccess);
+  grant(first, G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(first, G, 111);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, source, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  CHECK(hipMemUnmap(first, G) == hipSuccess);
+  CHECK(hipMemRelease(source) == hipSuccess);  // the allocation is gone from the books
+
+  Handle imported = nullptr;
+  REQUIRE(hipMemImportFromShareableHandle(&imported, as_os_handle(fd), hipMemHandleTypePosixFileDescriptor) ==
+          hipSuccess);
+  CHECK(close(fd) == 0);
+  REQUIRE(hipMemMap(first, G, 0, imported, 0) == hipSuccess);
+  grant(first, G, hipMemAccessFlagsProtRead);
+  CHECK(holds_pattern(first, G, 111));
+  CHECK(hipMemUnmap(first, G) == hipSuccess);
+  CHECK(hipMemRelease(imported) == hipSuccess);
+  CHECK(hipMemAddressFree(first, G) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST_CASE("hipMemMapArrayAsync is not supported") {
+  LeakCheck leaks;
+  hipArrayMapInfo info{};
+  info.resourceType = hipResourceTypeArray;
+  info.memOperationType = hipMemOperationTypeMap;
+  info.memHandleType = hipMemHandleTypeGeneric;
+  CHECK_REFUSED(hipMemMapArrayAsync(&info, 1, nullptr), hipErrorNotSupported);
+  CHECK_REFUSED(hipMemMapArrayAsync(nullptr, 0, nullptr), hipErrorNotSupported);
+}
+
+TEST_CASE("hipMemcpy and hipMemset respect mapping boundaries") {
+  LeakCheck leaks;
+  // [0,G) A ReadWrite, [G,2G) B ReadWrite, [2G,3G) C none, [3G,4G) unmapped.
+  void* base = reserve(4 * G);
+  Handle a = create(G);
+  Handle b = create(G);
+  Handle c = create(G);
+  REQUIRE(hipMemMap(base, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, G), G, 0, b, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 2 * G), G, 0, c, 0) == hipSuccess);
+  grant(base, 2 * G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, 2 * G, 121);
+
+  std::vector<unsigned char> host(4 * G, 0x5c);
+  const std::vector<unsigned char> junk(4 * G, 0x66);
+  // Across A and B: fine, both ways.
+  CHECK(hipMemcpy(host.data(), at(base, G / 2), G, hipMemcpyDeviceToHost) == hipSuccess);
+  // Into C, or over into it.
+  CHECK_REFUSED(hipMemcpy(at(base, 2 * G - 8), junk.data(), 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(host.data(), at(base, 2 * G - 8), 16, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(at(base, 2 * G - 8), 0, 16), hipErrorInvalidValue);
+  // Into the unmapped tail or past the reservation.
+  CHECK(hipMemUnmap(at(base, 2 * G), G) == hipSuccess);
+  CHECK_REFUSED(hipMemcpy(at(base, 2 * G - 8), junk.data(), 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(at(base, 3 * G), junk.data(), 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(host.data(), at(base, 3 * G), 16, hipMemcpyDeviceToHost), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemcpy(at(base, 4 * G - 8), junk.data(), 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemset(at(base, 3 * G), 0, 1), hipErrorInvalidValue);
+  // A copy between two mappings of the same reservation.
+  CHECK(hipMemcpy(at(base, G), base, G, hipMemcpyDeviceToDevice) == hipSuccess);
+  std::vector<unsigned char> first_half(G);
+  REQUIRE(hipMemcpy(first_half.data(), at(base, G), G, hipMemcpyDeviceToHost) == hipSuccess);
+  const std::vector<unsigned char> expected = pattern(2 * G, 121);
+  CHECK(std::equal(first_half.begin(), first_half.end(), expected.begin()));
+
+  CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
+  for (Handle handle : {a, b, c}) CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 4 * G) == hipSuccess);
+}
+
+TEST_CASE("a refused VMM call is the thread's last error") {
+  LeakCheck leaks;
+  (void)hipGetLastError();
+  CHECK(hipMemRelease(forged_handle()) == hipErrorInvalidValue);
+  CHECK(hipPeekAtLastError() == hipErrorInvalidValue);
+  hipArrayMapInfo info{};
+  CHECK(hipMemMapArrayAsync(&info, 1, nullptr) == hipErrorNotSupported);
+  CHECK(hipGetLastError() == hipErrorNotSupported);
+  CHECK(hipGetLastError() == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host backend only: what the pages really allow. HIPXX_BACKEND=host is set by the test registration.
+TEST_CASE("host backend: page protection follows the access flags") {
+  require_host_backend();
+  LeakCheck leaks;
+  void* base = reserve(2 * G);
+  Handle handle = create(G);
+  unsigned char* byte = static_cast<unsigned char*>(base);
+
+  // Reserved only: nothing there.
+  CHECK(touch_in_child(base, false, 0) == "SIGSEGV");
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  // Mapped, no access yet.
+  CHECK(touch_in_child(base, false, 0) == "SIGSEGV");
+  CHECK(touch_in_child(at(base, G - 1), false, 0) == "SIGSEGV");
+
+  grant(base, G, hipMemAccessFlagsProtReadWrite);
+  REQUIRE(hipMemset(base, 0x42, G) == hipSuccess);
+  CHECK(touch_in_child(base, false, 0x42) == "ok");
+  CHECK(touch_in_child(at(base, G - 1), true, 0x42) == "ok");
+  // The host can use the pages directly, like hipMemcpy does.
+  byte[7] = 0x99;
+  unsigned char seen = 0;
+  REQUIRE(hipMemcpy(&seen, at(base, 7), 1, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(seen == 0x99);
+
+  grant(base, G, hipMemAccessFlagsProtRead);
+  CHECK(touch_in_child(base, false, 0x42) == "ok");
+  CHECK(touch_in_child(base, true, 0x42) == "SIGSEGV");
+  CHECK(byte[0] == 0x42);
+
+  grant(base, G, hipMemAccessFlagsProtNone);
+  CHECK(touch_in_child(base, false, 0x42) == "SIGSEGV");
+
+  // The second granule of the reservation never had a mapping.
+  CHECK(touch_in_child(at(base, G), false, 0) == "SIGSEGV");
+
+  grant(base, G, hipMemAccessFlagsProtReadWrite);
+  REQUIRE(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(touch_in_child(base, false, 0x42) == "SIGSEGV");  // unmapped: the placeholder is back
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
+}
+
+TEST_CASE("host backend: a free hint is honoured, and alignment with it") {
+  require_host_backend();
+  LeakCheck leaks;
+  void* probe = reserve(std::size_t{8} << 20, std::size_t{4} << 20);
+  REQUIRE(hipMemAddressFree(probe, std::size_t{8} << 20) == hipSuccess);
+  void* hinted = reserve(std::size_t{2} << 20, std::size_t{2} << 20, at(probe, std::size_t{2} << 20));
+  CHECK(hinted == at(probe, std::size_t{2} << 20));
+  CHECK(hipMemAddressFree(hinted, std::size_t{2} << 20) == hipSuccess);
+  // A hint that does not meet the alignment is ignored in favour of the alignment.
+  void* aligned = reserve(G, std::size_t{4} << 20, at(probe, G));
+  CHECK(reinterpret_cast<std::uintptr_t>(aligned) % (std::size_t{4} << 20) == 0);
+  CHECK(hipMemAddressFree(aligned, G) == hipSuccess);
+}
+
+TEST_CASE("host backend: a mapping is a shared view of the physical memory") {
+  require_host_backend();
+  LeakCheck leaks;
+  void* base = reserve(2 * G);
+  Handle handle = create(G);
+  REQUIRE(hipMemMap(base, G, 0, handle, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, G), G, 0, handle, 0) == hipSuccess);
+  grant(base, 2 * G, hipMemAccessFlagsProtReadWrite);
+  static_cast<unsigned char*>(base)[100] = 0x17;
+  CHECK(static_cast<unsigned char*>(base)[G + 100] == 0x17);
+  // A forked child writing through its inherited mapping writes the same memory.
+  CHECK(touch_in_child(at(base, 100), true, 0x17) == "ok");
+  CHECK(static_cast<unsigned char*>(base)[G + 100] == 0x18);
+  CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
+}
+
+TEST_SUITE_END();
