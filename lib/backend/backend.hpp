@@ -31,6 +31,8 @@ struct DeviceProperties {
   bool virtual_memory = false;
   bool posix_fd_export = false;
   bool integrated = false;
+  bool managed_memory = false;
+  bool concurrent_managed_access = false;
 };
 
 // What a device may do with one mapping. The books pass one grant for every device, none included.

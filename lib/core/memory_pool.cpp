@@ -360,6 +360,11 @@ hipMemAccessFlags MemoryPool::access(int device) const {
   return access_.at(static_cast<std::size_t>(device));
 }
 
+bool MemoryPool::is_live(std::uintptr_t address) const {
+  std::lock_guard lock{mutex_};
+  return owns(address) && live_.contains(address - base_);
+}
+
 std::size_t MemoryPool::live_allocations() const {
   std::lock_guard lock{mutex_};
   return live_.size();

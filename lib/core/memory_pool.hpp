@@ -58,6 +58,8 @@ class MemoryPool {
   [[nodiscard]] hipError_t allocate(std::size_t bytes, const std::shared_ptr<Stream>& stream, PoolGrant* grant);
   // Returns false when `address` is not a live allocation of this pool.
   [[nodiscard]] bool free(std::uintptr_t address, const std::shared_ptr<Stream>& stream);
+  // Whether `address` is a live (allocated, not yet freed) allocation of this pool.
+  [[nodiscard]] bool is_live(std::uintptr_t address) const;
   [[nodiscard]] bool owns(std::uintptr_t address) const noexcept {
     return address >= base_ && address - base_ < virtual_bytes_;
   }

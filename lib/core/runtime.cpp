@@ -296,8 +296,16 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   if (ptr == nullptr) return hipErrorInvalidValue;
   const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
-  const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr));
-  if (!pool || !pool->free(reinterpret_cast<std::uintptr_t>(ptr), target)) return hipErrorInvalidValue;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::shared_ptr<MemoryPool> pool = pools_.owner_of(address);
+  if (!pool || !pool->is_live(address)) return hipErrorInvalidValue;
+  // The free takes its place in stream order like any other work: behind the null-stream
+  // barrier (a free on the null stream comes after earlier work of blocking streams and the
+  // reverse), so the point the pool records covers all work that may still use the block. The
+  // task also keeps the pool, and so its memory, alive until the stream reaches the free, even
+  // if hipMemPoolDestroy unnames it first.
+  streams_.enqueue(*target, [pool] { return hipSuccess; });
+  if (!pool->free(address, target)) return hipErrorInvalidValue;
   pools_.forget_if_drained(pool);
   return hipSuccess;
 }

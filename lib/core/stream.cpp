@@ -11,6 +11,9 @@ void adopt_device(int device) noexcept;
 
 namespace {
 std::atomic<std::uint64_t> next_serial{1};
+// Set on a worker thread once its own stream has been destroyed on it: run() must not touch
+// the stream again.
+thread_local bool own_stream_destroyed = false;
 }  // namespace
 
 Stream::Stream(StreamTraits traits)
@@ -34,9 +37,15 @@ Stream::~Stream() {
     stopping_ = true;
   }
   work_ready_.notify_all();
-  // The last owner can be this stream's own task (a wait on itself); it cannot join itself.
+  // The last owner can be state captured by this stream's own task (an event marker, a wait on
+  // itself); then this is the worker thread, which cannot join itself. It finishes the queue here,
+  // as the worker would have, and leaves run() without touching *this again.
   if (worker_.get_id() == std::this_thread::get_id()) {
+    std::unique_lock lock{mutex_};
+    while (!queue_.empty()) run_front(lock);
+    lock.unlock();
     worker_.detach();
+    own_stream_destroyed = true;
   } else {
     worker_.join();
   }
@@ -84,21 +93,27 @@ void Stream::run() {
   for (;;) {
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything queued has run
-    auto [sequence, task] = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    hipError_t result = hipErrorUnknown;
-    try {
-      result = task();
-    } catch (...) {
-      result = hipErrorUnknown;
-    }
-    task = nullptr;  // captured state dies outside the lock, before waiters wake
-    lock.lock();
-    if (result != hipSuccess) status_ = result;
-    completed_ = sequence;
-    work_done_.notify_all();
+    if (!run_front(lock)) return;  // the stream was destroyed by its own task's state
   }
+}
+
+bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
+  auto [sequence, task] = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  hipError_t result = hipErrorUnknown;
+  try {
+    result = task();
+  } catch (...) {
+    result = hipErrorUnknown;
+  }
+  task = nullptr;  // captured state dies outside the lock, before waiters wake
+  if (own_stream_destroyed) return false;  // that state held the last reference: *this is gone
+  lock.lock();
+  if (result != hipSuccess) status_ = result;
+  completed_ = sequence;
+  work_done_.notify_all();
+  return true;
 }
 
 }  // namespace hipxx::core

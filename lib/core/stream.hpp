@@ -57,6 +57,9 @@ class Stream {
 
  private:
   void run();
+  // Runs the task at the front of the queue; `lock` is held on entry and again on a true return.
+  // False: the task's captured state held the stream's last reference, and *this is gone.
+  bool run_front(std::unique_lock<std::mutex>& lock);
 
   StreamTraits traits_;
   std::uint64_t serial_;  // unique for the process, unlike addresses

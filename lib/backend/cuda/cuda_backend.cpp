@@ -159,7 +159,9 @@ class CudaBackend final : public Backend {
             &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
             cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         result != cuda::CUDA_SUCCESS) {
-      return to_hip(result);
+      // An fd that names no exported allocation (a file, a directory, a closed fd) makes the driver
+      // answer with assorted codes; HIP documents one: the handle is an invalid value.
+      return result == cuda::CUDA_ERROR_OUT_OF_MEMORY ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
     out->value = handle;
     *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
@@ -498,6 +500,8 @@ DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordina
       properties.virtual_memory &&
       attribute(api, cuda::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device) != 0;
   properties.integrated = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_INTEGRATED, device) != 0;
+  properties.managed_memory = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) != 0;
+  properties.concurrent_managed_access = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) != 0;
   if (properties.virtual_memory) {
     properties.minimum_granularity =
         granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_MINIMUM);

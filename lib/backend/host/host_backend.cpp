@@ -60,6 +60,9 @@ class HostBackend final : public Backend {
           .virtual_memory = true,
           .posix_fd_export = true,
           .integrated = true,
+          // The host and every device share one memory, so both may touch managed pages at once.
+          .managed_memory = true,
+          .concurrent_managed_access = true,
       });
     }
   }
