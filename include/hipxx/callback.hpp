@@ -10,7 +10,6 @@
 #include <hipxx/stream.hpp>
 
 #include <concepts>
-#include <functional>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -30,10 +29,12 @@ void run_stream_callback(hipStream_t /*stream*/, hipError_t status, void* data) 
   std::unique_ptr<State> const state{static_cast<State*>(data)};
   // noexcept: an exception cannot unwind through the runtime's C frames, so one that escapes the
   // callable terminates here, where the debugger can see whose it was.
+  // Called directly rather than through std::invoke: no member pointer is ever invocable with these
+  // arguments, and <functional> is a heavy include for every user of this header.
   if constexpr (std::invocable<State, hipError_t>) {
-    std::invoke(std::move(*state), status);
+    static_cast<void>(std::move(*state)(status));
   } else {
-    std::invoke(std::move(*state));
+    static_cast<void>(std::move(*state)());
   }
 }
 

@@ -11,3 +11,8 @@
 #include <hipxx/physical_allocation.hpp>
 #include <hipxx/shareable_handle.hpp>
 #include <hipxx/virtual_range.hpp>
+#include <hipxx/stream.hpp>
+#include <hipxx/callback.hpp>
+#include <hipxx/stream_value.hpp>
+#include <hipxx/event.hpp>
+#include <hipxx/mem_pool.hpp>

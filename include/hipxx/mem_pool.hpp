@@ -100,8 +100,10 @@ class PoolAllocation {
     if (data_ == nullptr) {
       return;
     }
-    // A stream destroyed first has let all its work finish (or run on to completion), so none of
-    // it can still be touching the memory: the null stream may free it rather than leak it.
+    // The free stream should outlive the allocation. Where it did not and the runtime says so
+    // (hipxx's runtime answers hipErrorInvalidHandle, and finishes a stream's queued work before its
+    // handle goes invalid; AMD's runtime may not detect a dead handle at all), nothing of that
+    // stream can still use the memory, so the null stream frees it rather than leak it.
     if (hipFreeAsync(data_, stream_.native()) == hipErrorInvalidHandle) {
       (void)hipFreeAsync(data_, nullptr);
     }
@@ -381,7 +383,7 @@ class MemPoolRef : public detail::MemPoolOperations<MemPoolRef> {
 
   [[nodiscard]] constexpr hipMemPool_t native() const noexcept { return pool_; }
 
-  friend constexpr bool operator==(MemPoolRef, MemPoolRef) noexcept = default;
+  friend constexpr bool operator==(MemPoolRef a, MemPoolRef b) noexcept { return a.pool_ == b.pool_; }
 
  private:
   hipMemPool_t pool_;

@@ -147,7 +147,7 @@ class StreamRef : public detail::StreamOperations<StreamRef> {
 
   [[nodiscard]] constexpr hipStream_t native() const noexcept { return stream_; }
 
-  friend constexpr bool operator==(StreamRef, StreamRef) noexcept = default;
+  friend constexpr bool operator==(StreamRef a, StreamRef b) noexcept { return a.stream_ == b.stream_; }
 
  private:
   hipStream_t stream_ = nullptr;
