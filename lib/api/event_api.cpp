@@ -38,12 +38,15 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     if (!target || !where) return hipErrorInvalidHandle;
     auto marker = std::make_shared<EventMarker>();
     marker->stream = where;
-    // The marker is published before its task can run, and the task is its only writer.
-    target->set_marker(marker);
+    // The marker is published only once its sequence is known: a query, synchronize or
+    // hipStreamWaitEvent on another thread must never see the new marker with sequence 0, which
+    // reads as complete. The task writes only reached_at, which readers take after the stream
+    // reports the sequence reached.
     marker->sequence = runtime.streams().enqueue(*where, [marker] {
       marker->reached_at = std::chrono::steady_clock::now();
       return hipSuccess;
     });
+    target->set_marker(marker);
     return hipSuccess;
   });
 }

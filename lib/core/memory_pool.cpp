@@ -91,7 +91,7 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
     if (const hipError_t error = carve(class_bytes, &offset); error != hipSuccess) return error;
     grant->address = base_ + offset;
   }
-  live_.emplace(grant->address - base_, class_bytes);
+  live_.insert(grant->address, class_bytes);
   note_used(static_cast<std::int64_t>(class_bytes));
   return hipSuccess;
 }
@@ -99,34 +99,37 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
 bool MemoryPool::take_cached(std::size_t size_class, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
   std::vector<FreeBlock>& blocks = cached_.at(size_class);
   const auto usable = [&](const FreeBlock& block) {
-    if (!block.stream || block.stream.get() == stream.get()) return true;
-    if (attributes_.follow_event_dependencies && stream->known_point(*block.stream) >= block.point) return true;
-    return attributes_.allow_opportunistic && block.stream->reached(block.point);
+    if (block.freed_on == nullptr || block.freed_on == stream.get()) return true;
+    const std::shared_ptr<Stream> freeing = block.freeing_stream();
+    if (!freeing) return true;  // destroyed, so every free queued on it has happened
+    if (attributes_.follow_event_dependencies && stream->known_point(*freeing) >= block.point) return true;
+    return attributes_.allow_opportunistic && freeing->reached(block.point);
   };
   // Most recently freed first: its pages are the likeliest to be warm.
   auto found = std::find_if(blocks.rbegin(), blocks.rend(), usable);
   if (found == blocks.rend()) {
     if (!attributes_.allow_internal_dependencies || blocks.empty()) return false;
     found = blocks.rbegin();
-    grant->wait_stream = found->stream;
+    grant->wait_stream = found->freeing_stream();  // null when destroyed: nothing left to wait for
     grant->wait_point = found->point;
   }
   grant->address = base_ + found->offset;
-  cached_sizes_.erase(found->offset);
   blocks.erase(std::next(found).base());
   return true;
 }
 
 bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& stream) {
   std::lock_guard lock{mutex_};
-  const auto found = live_.find(address - base_);
-  if (found == live_.end()) return false;
-  const auto [offset, class_bytes] = *found;
-  live_.erase(found);
+  const std::optional<std::size_t> taken = live_.take(address);
+  if (!taken) return false;
+  const std::size_t class_bytes = *taken;
   note_used(-static_cast<std::int64_t>(class_bytes));
-  FreeBlock block{.offset = offset, .stream = stream, .point = stream ? stream->tail() : 0};
-  cached_.at(pool_class_index(class_bytes)).push_back(std::move(block));
-  cached_sizes_.emplace(offset, class_bytes);
+  FreeBlock block{.offset = address - base_,
+                  .bytes = class_bytes,
+                  .freed_on = stream.get(),
+                  .stream = stream,
+                  .point = stream ? stream->tail() : 0};
+  cached_[pool_class_index(class_bytes)].push_back(std::move(block));
   return true;
 }
 
@@ -225,24 +228,26 @@ void MemoryPool::unmap_chunk(std::size_t chunk) {
 
 void MemoryPool::trim_to(std::size_t keep_bytes) {
   std::lock_guard lock{mutex_};
-  // Highest addresses first, so the pool shrinks from its top and low chunks stay warm.
-  for (auto block = cached_sizes_.rbegin();
-       block != cached_sizes_.rend() && mapped_chunks_ * chunk_bytes_ > keep_bytes;) {
-    const auto [offset, class_bytes] = *block;
-    std::vector<FreeBlock>& blocks = cached_.at(pool_class_index(class_bytes));
-    const auto entry = std::find_if(blocks.begin(), blocks.end(), [&](const FreeBlock& free_block) {
-      return free_block.offset == offset;
-    });
-    // Memory whose free has not yet been reached by its stream may still be in use there, and the
-    // pool keeps at least `keep_bytes` reserved.
-    if ((entry->stream && !entry->stream->reached(entry->point)) ||
-        mapped_chunks_ * chunk_bytes_ - chunks_released_by(offset, class_bytes) * chunk_bytes_ < keep_bytes) {
-      ++block;
-      continue;
+  // Memory whose free its stream has not yet reached may still be in use there: only the rest goes.
+  std::vector<FreeBlock> releasable;
+  for (std::vector<FreeBlock>& blocks : cached_) {
+    for (const FreeBlock& block : blocks) {
+      const std::shared_ptr<Stream> freeing = block.freeing_stream();
+      if (!freeing || freeing->reached(block.point)) releasable.push_back(block);
     }
-    blocks.erase(entry);
-    block = std::make_reverse_iterator(cached_sizes_.erase(std::next(block).base()));
-    uncarve(offset, class_bytes);
+  }
+  // Highest addresses first, so the pool shrinks from its top and low chunks stay warm.
+  std::sort(releasable.begin(), releasable.end(),
+            [](const FreeBlock& left, const FreeBlock& right) { return left.offset > right.offset; });
+  for (const FreeBlock& block : releasable) {
+    const std::size_t reserved = mapped_chunks_ * chunk_bytes_;
+    if (reserved <= keep_bytes) break;
+    // The pool keeps at least `keep_bytes` reserved.
+    if (reserved - chunks_released_by(block.offset, block.bytes) * chunk_bytes_ < keep_bytes) continue;
+    std::vector<FreeBlock>& blocks = cached_[pool_class_index(block.bytes)];
+    blocks.erase(std::find_if(blocks.begin(), blocks.end(),
+                              [&](const FreeBlock& cached) { return cached.offset == block.offset; }));
+    uncarve(block.offset, block.bytes);
   }
 }
 
@@ -362,7 +367,7 @@ hipMemAccessFlags MemoryPool::access(int device) const {
 
 bool MemoryPool::is_live(std::uintptr_t address) const {
   std::lock_guard lock{mutex_};
-  return owns(address) && live_.contains(address - base_);
+  return owns(address) && live_.contains(address);
 }
 
 std::size_t MemoryPool::live_allocations() const {

@@ -8,6 +8,7 @@
 // may take it and whether a dependency must be inserted first.
 #pragma once
 
+#include "core/flat_address_map.hpp"
 #include "core/stream.hpp"
 
 #include <hipxx/hip_runtime_api.h>
@@ -84,7 +85,19 @@ class MemoryPool {
  private:
   struct FreeBlock {
     std::uintptr_t offset = 0;
-    std::shared_ptr<Stream> stream;  // null: free with no pending stream work
+    std::size_t bytes = 0;
+    // The freeing stream, weakly: a destroyed stream has finished its work, so its blocks are free,
+    // and a cached block must not keep a destroyed stream's worker alive. `freed_on` only names it.
+    const Stream* freed_on = nullptr;  // null: freed with no pending stream work (hipFree)
+    std::weak_ptr<Stream> stream;      // empty for a null stream, which lives as long as the process
+
+    // The freeing stream while it exists; null once it has been destroyed.
+    [[nodiscard]] std::shared_ptr<Stream> freeing_stream() const {
+      if (freed_on != nullptr && freed_on->traits().is_null) {
+        return {std::shared_ptr<Stream>{}, const_cast<Stream*>(freed_on)};
+      }
+      return stream.lock();
+    }
     std::uint64_t point = 0;
   };
   static constexpr std::size_t kClassCount = 8 * 64;
@@ -108,9 +121,8 @@ class MemoryPool {
   mutable std::mutex mutex_;
   PoolAttributes attributes_;
   std::vector<hipMemAccessFlags> access_;                      // per device
-  std::unordered_map<std::uintptr_t, std::size_t> live_;        // offset -> class bytes
+  FlatAddressMap<std::size_t> live_;                             // address -> class bytes
   std::array<std::vector<FreeBlock>, kClassCount> cached_;      // by size class
-  std::map<std::uintptr_t, std::size_t> cached_sizes_;           // every cached block: offset -> bytes
   std::map<std::uintptr_t, std::size_t> holes_;                  // uncarved space: offset -> bytes
   std::set<std::pair<std::size_t, std::uintptr_t>> holes_by_size_;
   std::vector<std::uint32_t> chunk_users_;                       // carved blocks touching each chunk

@@ -117,6 +117,17 @@ hipError_t PoolRegistry::current_pool(int device, hipMemPool_t* pool) {
   return default_pool_locked(device, pool);
 }
 
+hipError_t PoolRegistry::allocation_pool(int device, std::shared_ptr<MemoryPool>* pool) {
+  if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
+  std::lock_guard lock{mutex_};
+  hipMemPool_t handle = current_pools_.at(static_cast<std::size_t>(device));
+  if (handle == nullptr) {
+    if (const hipError_t error = default_pool_locked(device, &handle); error != hipSuccess) return error;
+  }
+  *pool = named_.at(id_of(handle));
+  return hipSuccess;
+}
+
 hipError_t PoolRegistry::set_current_pool(int device, hipMemPool_t pool) {
   if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
   std::lock_guard lock{mutex_};

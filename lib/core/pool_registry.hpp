@@ -25,6 +25,8 @@ class PoolRegistry {
   [[nodiscard]] hipError_t default_pool(int device, hipMemPool_t* pool);
   [[nodiscard]] hipError_t current_pool(int device, hipMemPool_t* pool);
   [[nodiscard]] hipError_t set_current_pool(int device, hipMemPool_t pool);
+  // The pool hipMallocAsync draws from on `device`, in one look-up.
+  [[nodiscard]] hipError_t allocation_pool(int device, std::shared_ptr<MemoryPool>* pool);
 
   // The pool (live or destroyed) whose range holds `address`.
   [[nodiscard]] std::shared_ptr<MemoryPool> owner_of(std::uintptr_t address) const;

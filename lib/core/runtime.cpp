@@ -10,7 +10,8 @@
 namespace hipxx::core {
 namespace {
 
-thread_local int current_device_ordinal = 0;
+// Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
+__attribute__((tls_model("initial-exec"))) thread_local int current_device_ordinal = 0;
 
 constexpr int kMaxHostDevices = 64;
 
@@ -64,7 +65,8 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
       streams_(backend_ ? backend_->device_count() : 0),
       pools_(*this, backend_ ? backend_->device_count() : 0),
       managed_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
-  if (backend_ && backend_->device_count() > 0) granularity_ = backend_->device(0).minimum_granularity;
+  device_count_ = backend_ ? backend_->device_count() : 0;
+  if (device_count_ > 0) granularity_ = backend_->device(0).minimum_granularity;
 }
 
 hipError_t Runtime::status() const noexcept { return device_count() > 0 ? hipSuccess : hipErrorNoDevice; }
@@ -269,11 +271,15 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   if (ptr == nullptr) return hipErrorInvalidValue;
   const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
+  std::shared_ptr<MemoryPool> source;
   if (pool == nullptr) {
-    if (const hipError_t error = pools_.current_pool(target->traits().device, &pool); error != hipSuccess) return error;
+    if (const hipError_t error = pools_.allocation_pool(target->traits().device, &source); error != hipSuccess) {
+      return error;
+    }
+  } else {
+    source = pools_.resolve(pool);
+    if (!source) return hipErrorInvalidValue;
   }
-  const std::shared_ptr<MemoryPool> source = pools_.resolve(pool);
-  if (!source) return hipErrorInvalidValue;
   if (size == 0) {
     *ptr = nullptr;
     return hipSuccess;

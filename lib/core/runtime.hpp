@@ -36,7 +36,7 @@ class Runtime {
   // hipErrorNoDevice when no backend could be started.
   [[nodiscard]] hipError_t status() const noexcept;
   [[nodiscard]] backend::Backend& backend() noexcept { return *backend_; }
-  [[nodiscard]] int device_count() const noexcept { return backend_ ? backend_->device_count() : 0; }
+  [[nodiscard]] int device_count() const noexcept { return device_count_; }
   [[nodiscard]] bool valid_device(int device) const noexcept { return device >= 0 && device < device_count(); }
   [[nodiscard]] const std::string& selection_error() const noexcept { return selection_error_; }
 
@@ -118,6 +118,7 @@ class Runtime {
   std::unique_ptr<backend::Backend> backend_;
   std::string selection_error_;
   std::size_t granularity_ = 0;
+  int device_count_ = 0;  // fixed once the backend has started
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;

@@ -55,31 +55,27 @@ std::uint64_t Stream::enqueue(StreamTask task) {
   std::uint64_t sequence = 0;
   {
     std::lock_guard lock{mutex_};
-    sequence = ++enqueued_;
+    sequence = enqueued_.load(std::memory_order_relaxed) + 1;
+    enqueued_.store(sequence, std::memory_order_release);
     queue_.emplace_back(sequence, std::move(task));
   }
   work_ready_.notify_one();
   return sequence;
 }
 
-bool Stream::reached(std::uint64_t sequence) const {
-  std::lock_guard lock{mutex_};
-  return completed_ >= sequence;
-}
+bool Stream::reached(std::uint64_t sequence) const { return completed_.load(std::memory_order_acquire) >= sequence; }
 
 void Stream::wait_for(std::uint64_t sequence) const {
   std::unique_lock lock{mutex_};
-  work_done_.wait(lock, [&] { return completed_ >= sequence; });
+  work_done_.wait(lock, [&] { return completed_.load(std::memory_order_relaxed) >= sequence; });
 }
 
-std::uint64_t Stream::tail() const {
-  std::lock_guard lock{mutex_};
-  return enqueued_;
-}
+std::uint64_t Stream::tail() const { return enqueued_.load(std::memory_order_acquire); }
 
 bool Stream::idle() const {
-  std::lock_guard lock{mutex_};
-  return completed_ == enqueued_;
+  // Completed first: it never passes enqueued, so a stale pair can only under-report idleness.
+  const std::uint64_t completed = completed_.load(std::memory_order_acquire);
+  return completed == enqueued_.load(std::memory_order_acquire);
 }
 
 hipError_t Stream::status() const {

@@ -5,6 +5,7 @@
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -68,8 +69,9 @@ class Stream {
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
   std::deque<std::pair<std::uint64_t, StreamTask>> queue_;
-  std::uint64_t enqueued_ = 0;
-  std::uint64_t completed_ = 0;
+  // Written under mutex_; read without it where a snapshot is enough (queries, the pool's frees).
+  std::atomic<std::uint64_t> enqueued_{0};
+  std::atomic<std::uint64_t> completed_{0};
   hipError_t status_ = hipSuccess;
   bool stopping_ = false;
   std::thread worker_;

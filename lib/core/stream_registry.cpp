@@ -17,6 +17,18 @@ struct PerThreadStreams {
 };
 thread_local PerThreadStreams per_thread_streams;
 
+// The last handle this thread resolved: the allocator's hot path resolves the same stream over and
+// over, and this spares it the registry's lock. Weak, so a cache never keeps a destroyed stream alive.
+struct ResolvedStream {
+  const void* registry = nullptr;
+  hipStream_t handle = nullptr;
+  int device = -1;
+  std::uint64_t generation = 0;
+  Stream* null_stream = nullptr;
+  std::weak_ptr<Stream> stream;
+};
+thread_local ResolvedStream last_resolved;
+
 }  // namespace
 
 StreamRegistry::StreamRegistry(int device_count) : null_streams_(static_cast<std::size_t>(device_count)) {}
@@ -39,6 +51,7 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
     if (found == streams_.end()) return hipErrorInvalidHandle;
     doomed = std::move(found->second);
     streams_.erase(found);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   // Outside the lock: the destructor lets queued work finish, and that work may enqueue elsewhere.
   doomed.reset();
@@ -54,14 +67,24 @@ std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_
     }
     stream = entry->second;
   }
+  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
+  ResolvedStream& last = last_resolved;
+  if (last.registry == this && last.handle == stream && last.device == current_device && last.generation == generation) {
+    if (last.null_stream != nullptr) return {std::shared_ptr<Stream>{}, last.null_stream};
+    if (std::shared_ptr<Stream> cached = last.stream.lock()) return cached;
+  }
   std::lock_guard lock{mutex_};
   if (names_null_stream(stream)) {
     // The null stream is owned by the registry for the life of the process; callers hold it by
     // a non-owning shared_ptr.
-    return {std::shared_ptr<Stream>{}, &null_stream_locked(current_device)};
+    Stream* null_stream = &null_stream_locked(current_device);
+    last = ResolvedStream{this, stream, current_device, generation, null_stream, {}};
+    return {std::shared_ptr<Stream>{}, null_stream};
   }
   const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
-  return found == streams_.end() ? nullptr : found->second;
+  if (found == streams_.end()) return nullptr;
+  last = ResolvedStream{this, stream, current_device, generation, nullptr, found->second};
+  return found->second;
 }
 
 Stream& StreamRegistry::null_stream_locked(int device) {

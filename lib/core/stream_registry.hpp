@@ -6,6 +6,7 @@
 
 #include "core/stream.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,8 @@ class StreamRegistry {
 
   static constexpr std::uintptr_t kIdStep = 16;
   mutable std::mutex mutex_;
+  // Bumped by every destroy: a thread's cached resolution is good while it is unchanged.
+  std::atomic<std::uint64_t> generation_{0};
   std::uintptr_t next_id_ = 0x5000;
   std::unordered_map<std::uintptr_t, std::shared_ptr<Stream>> streams_;
   std::vector<std::unique_ptr<Stream>> null_streams_;

@@ -136,8 +136,10 @@ void IpcExports::forget(void* ptr) {
 hipError_t IpcExports::open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) {
   HandleFields fields{};
   std::memcpy(&fields, &handle, sizeof fields);
+  // The unused tail lies outside the checksum, so it is checked apart: a handle whose bytes differ
+  // from the exported ones anywhere is not that handle.
   if (fields.magic != kMagic || fields.version != kVersion || fields.checksum != checksum_of(fields) ||
-      fields.size == 0) {
+      fields.size == 0 || fields.unused != std::array<std::uint8_t, 16>{}) {
     return hipErrorInvalidValue;
   }
   if (fields.pid == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
