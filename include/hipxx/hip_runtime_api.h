@@ -43,6 +43,14 @@
 #endif
 #endif
 
+/* In C++ every enum has int as its fixed underlying type: the size and values are AMD's, and any
+   int a C caller passes is a valid value of the type, so the runtime can check it and refuse it. */
+#ifdef __cplusplus
+#define HIPXX_INT_ENUM : int
+#else
+#define HIPXX_INT_ENUM
+#endif
+
 /* Default arguments exist only for C++ callers. */
 #ifdef __cplusplus
 #define HIPXX_DEFAULT(value) = value
@@ -75,7 +83,7 @@ extern "C" {
 
 /* Values are fixed by the ABI. Deprecated spellings are kept as enumerators
  * of the same enum with the same value as their replacement. */
-typedef enum hipError_t {
+typedef enum hipError_t HIPXX_INT_ENUM {
   hipSuccess = 0,
   hipErrorInvalidValue = 1,
   hipErrorOutOfMemory = 2,
@@ -172,7 +180,7 @@ typedef enum hipError_t {
 /* Numbered as in current AMD headers. 0..9999 mirror CUDA's attributes,
  * 10000..19999 are AMD-specific. Slots named Unused<N> held attributes that
  * AMD retired (they returned strings or arrays, not an int). */
-typedef enum hipDeviceAttribute_t {
+typedef enum hipDeviceAttribute_t HIPXX_INT_ENUM {
   hipDeviceAttributeCudaCompatibleBegin = 0,
   hipDeviceAttributeEccEnabled = 0,
   hipDeviceAttributeAccessPolicyMaxWindowSize = 1,
@@ -381,7 +389,7 @@ typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status, void*
 /* Memory copies and pointer attributes                                      */
 /* ------------------------------------------------------------------------ */
 
-typedef enum hipMemcpyKind {
+typedef enum hipMemcpyKind HIPXX_INT_ENUM {
   hipMemcpyHostToHost = 0,
   hipMemcpyHostToDevice = 1,
   hipMemcpyDeviceToHost = 2,
@@ -392,7 +400,7 @@ typedef enum hipMemcpyKind {
 
 /* Where a pointer's memory lives. (ROCm 5.x numbered these differently:
  * Host=0, Device=1, Array=2, Unified=3; ROCm 6 moved to the values below.) */
-typedef enum hipMemoryType {
+typedef enum hipMemoryType HIPXX_INT_ENUM {
   hipMemoryTypeUnregistered = 0,
   hipMemoryTypeHost = 1,
   hipMemoryTypeDevice = 2,
@@ -428,7 +436,7 @@ typedef struct hipIpcEventHandle_st {
 /* Managed (unified) memory                                                  */
 /* ------------------------------------------------------------------------ */
 
-typedef enum hipMemoryAdvise {
+typedef enum hipMemoryAdvise HIPXX_INT_ENUM {
   hipMemAdviseSetReadMostly = 1,
   hipMemAdviseUnsetReadMostly = 2,
   hipMemAdviseSetPreferredLocation = 3,
@@ -439,13 +447,13 @@ typedef enum hipMemoryAdvise {
   hipMemAdviseUnsetCoarseGrain = 101  /* AMD: back to fine-grained coherence */
 } hipMemoryAdvise;
 
-typedef enum hipMemRangeCoherencyMode {
+typedef enum hipMemRangeCoherencyMode HIPXX_INT_ENUM {
   hipMemRangeCoherencyModeFineGrain = 0,
   hipMemRangeCoherencyModeCoarseGrain = 1,
   hipMemRangeCoherencyModeIndeterminate = 2 /* range mixes both modes */
 } hipMemRangeCoherencyMode;
 
-typedef enum hipMemRangeAttribute {
+typedef enum hipMemRangeAttribute HIPXX_INT_ENUM {
   hipMemRangeAttributeReadMostly = 1,
   hipMemRangeAttributePreferredLocation = 2,
   hipMemRangeAttributeAccessedBy = 3,
@@ -457,7 +465,7 @@ typedef enum hipMemRangeAttribute {
 /* Locations, access rights, allocation properties                           */
 /* ------------------------------------------------------------------------ */
 
-typedef enum hipMemLocationType {
+typedef enum hipMemLocationType HIPXX_INT_ENUM {
   hipMemLocationTypeInvalid = 0,
   hipMemLocationTypeNone = 0,
   hipMemLocationTypeDevice = 1,           /* id is a device ordinal */
@@ -471,7 +479,7 @@ typedef struct hipMemLocation {
   int id;
 } hipMemLocation;
 
-typedef enum hipMemAccessFlags {
+typedef enum hipMemAccessFlags HIPXX_INT_ENUM {
   hipMemAccessFlagsProtNone = 0,
   hipMemAccessFlagsProtRead = 1,
   hipMemAccessFlagsProtReadWrite = 3
@@ -482,7 +490,7 @@ typedef struct hipMemAccessDesc {
   hipMemAccessFlags flags;
 } hipMemAccessDesc;
 
-typedef enum hipMemAllocationType {
+typedef enum hipMemAllocationType HIPXX_INT_ENUM {
   hipMemAllocationTypeInvalid = 0x0,
   hipMemAllocationTypePinned = 0x1,
   hipMemAllocationTypeManaged = 0x2,        /* later ROCm addition */
@@ -491,7 +499,7 @@ typedef enum hipMemAllocationType {
 } hipMemAllocationType;
 
 /* Bit values; hipMemPoolProps::handleTypes may combine several. */
-typedef enum hipMemAllocationHandleType {
+typedef enum hipMemAllocationHandleType HIPXX_INT_ENUM {
   hipMemHandleTypeNone = 0x0,
   hipMemHandleTypePosixFileDescriptor = 0x1,
   hipMemHandleTypeWin32 = 0x2,
@@ -499,7 +507,7 @@ typedef enum hipMemAllocationHandleType {
   hipMemHandleTypeFabric = 0x8 /* later ROCm addition */
 } hipMemAllocationHandleType;
 
-typedef enum hipMemAllocationGranularity_flags {
+typedef enum hipMemAllocationGranularity_flags HIPXX_INT_ENUM {
   hipMemAllocationGranularityMinimum = 0x0,
   hipMemAllocationGranularityRecommended = 0x1
 } hipMemAllocationGranularity_flags;
@@ -532,7 +540,7 @@ typedef struct hipMemAllocationProp {
 /* ------------------------------------------------------------------------ */
 
 /* Reuse policies take an int; the other attributes take a uint64_t. */
-typedef enum hipMemPoolAttr {
+typedef enum hipMemPoolAttr HIPXX_INT_ENUM {
   hipMemPoolReuseFollowEventDependencies = 0x1,
   hipMemPoolReuseAllowOpportunistic = 0x2,
   hipMemPoolReuseAllowInternalDependencies = 0x3,
@@ -563,7 +571,7 @@ typedef struct hipMemPoolPtrExportData {
 /* Arrays (only what hipMemMapArrayAsync needs)                              */
 /* ------------------------------------------------------------------------ */
 
-typedef enum hipChannelFormatKind {
+typedef enum hipChannelFormatKind HIPXX_INT_ENUM {
   hipChannelFormatKindSigned = 0,
   hipChannelFormatKindUnsigned = 1,
   hipChannelFormatKindFloat = 2,
@@ -578,7 +586,7 @@ typedef struct hipChannelFormatDesc {
   enum hipChannelFormatKind f;
 } hipChannelFormatDesc;
 
-typedef enum hipArray_Format {
+typedef enum hipArray_Format HIPXX_INT_ENUM {
   HIP_AD_FORMAT_UNSIGNED_INT8 = 0x01,
   HIP_AD_FORMAT_UNSIGNED_INT16 = 0x02,
   HIP_AD_FORMAT_UNSIGNED_INT32 = 0x03,
@@ -612,23 +620,23 @@ typedef struct hipMipmappedArray {
 typedef struct hipMipmappedArray* hipMipmappedArray_t;
 typedef const struct hipMipmappedArray* hipMipmappedArray_const_t;
 
-typedef enum hipResourceType {
+typedef enum hipResourceType HIPXX_INT_ENUM {
   hipResourceTypeArray = 0x00,
   hipResourceTypeMipmappedArray = 0x01,
   hipResourceTypeLinear = 0x02,
   hipResourceTypePitch2D = 0x03
 } hipResourceType;
 
-typedef enum hipMemHandleType {
+typedef enum hipMemHandleType HIPXX_INT_ENUM {
   hipMemHandleTypeGeneric = 0x0
 } hipMemHandleType;
 
-typedef enum hipMemOperationType {
+typedef enum hipMemOperationType HIPXX_INT_ENUM {
   hipMemOperationTypeMap = 0x1,
   hipMemOperationTypeUnmap = 0x2
 } hipMemOperationType;
 
-typedef enum hipArraySparseSubresourceType {
+typedef enum hipArraySparseSubresourceType HIPXX_INT_ENUM {
   hipArraySparseSubresourceTypeSparseLevel = 0x0,
   hipArraySparseSubresourceTypeMiptail = 0x1
 } hipArraySparseSubresourceType;

@@ -89,9 +89,14 @@ ErrorText text_of(hipError_t error) noexcept {
     case 910: return {"hipErrorGraphExecUpdateFailure", "graph update failed"};
     case 911: return {"hipErrorInvalidChannelDescriptor", "invalid channel descriptor"};
     case 912: return {"hipErrorInvalidTexture", "invalid texture"};
+    case 914: return {"hipErrorInvalidResourceType", "invalid resource type"};
+    case 915: return {"hipErrorInvalidResourceConfiguration", "invalid resource configuration"};
+    case 916: return {"hipErrorStreamDetached", "stream detached"};
     case 999: return {"hipErrorUnknown", "unknown error"};
     case 1052: return {"hipErrorRuntimeMemory", "runtime memory call failed"};
     case 1053: return {"hipErrorRuntimeOther", "runtime call failed"};
+    case 1054: return {"hipErrorInvalidClusterSize", "invalid cluster size"};
+    case 1055: return {"hipErrorTbd", "marker of the end of the error codes"};
     default: return {"hipErrorUnknown", "unknown error"};
   }
 }

@@ -36,8 +36,14 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     const std::shared_ptr<Event> target = runtime.events().resolve(event);
     const std::shared_ptr<Stream> where = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target || !where) return hipErrorInvalidHandle;
-    auto marker = std::make_shared<EventMarker>();
-    marker->stream = where;
+    auto marker = std::make_shared<EventMarker>(where, where->traits().device);
+    // Nothing pending: the marker is reached the moment it is placed, with no trip through the queue.
+    if (const std::optional<std::uint64_t> point = runtime.streams().completed_point(*where)) {
+      marker->sequence = *point;
+      marker->reached_at = std::chrono::steady_clock::now();
+      target->set_marker(marker);
+      return hipSuccess;
+    }
     // The marker is published only once its sequence is known: a query, synchronize or
     // hipStreamWaitEvent on another thread must never see the new marker with sequence 0, which
     // reads as complete. The task writes only reached_at, which readers take after the stream
@@ -57,7 +63,7 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
     if (!target) return hipErrorInvalidHandle;
     target->synchronize();
     if (const std::shared_ptr<EventMarker> marker = target->marker()) {
-      runtime.after_synchronize(marker->stream->traits().device);
+      runtime.after_synchronize(marker->device);
     }
     return hipSuccess;
   });

@@ -189,9 +189,11 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     if (flags != 0) return hipErrorInvalidValue;
     const std::shared_ptr<hipxx::core::EventMarker> marker = awaited->marker();
     if (!marker) return hipSuccess;  // an event never recorded is already complete
-    target->note_ordered_after(*marker->stream, marker->sequence);
+    const std::shared_ptr<Stream> recorded_on = marker->owner();
+    if (!recorded_on || recorded_on->reached(marker->sequence)) return hipSuccess;  // nothing left to wait for
+    target->note_ordered_after(*recorded_on, marker->sequence);
     runtime.streams().enqueue(*target, [marker] {
-      marker->stream->wait_for(marker->sequence);
+      marker->wait();
       return hipSuccess;
     }, /*implicit_ordering=*/false);
     return hipSuccess;

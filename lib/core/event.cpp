@@ -15,12 +15,12 @@ std::shared_ptr<EventMarker> Event::marker() const {
 hipError_t Event::query() const {
   const std::shared_ptr<EventMarker> current = marker();
   if (!current) return hipSuccess;  // never recorded: nothing to wait for
-  return current->stream->reached(current->sequence) ? hipSuccess : hipErrorNotReady;
+  return current->reached() ? hipSuccess : hipErrorNotReady;
 }
 
 void Event::synchronize() const {
   const std::shared_ptr<EventMarker> current = marker();
-  if (current) current->stream->wait_for(current->sequence);
+  if (current) current->wait();
 }
 
 hipError_t EventRegistry::create(hipEvent_t* event, unsigned flags) {
@@ -54,7 +54,7 @@ hipError_t elapsed_milliseconds(const Event& start, const Event& stop, float* mi
   const std::shared_ptr<EventMarker> first = start.marker();
   const std::shared_ptr<EventMarker> second = stop.marker();
   if (!first || !second) return hipErrorInvalidHandle;
-  if (!first->stream->reached(first->sequence) || !second->stream->reached(second->sequence)) {
+  if (!first->reached() || !second->reached()) {
     return hipErrorNotReady;
   }
   const std::chrono::duration<float, std::milli> span = second->reached_at - first->reached_at;

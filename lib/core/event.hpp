@@ -14,7 +14,26 @@
 namespace hipxx::core {
 
 struct EventMarker {
-  std::shared_ptr<Stream> stream;
+  EventMarker(const std::shared_ptr<Stream>& where, int on_device)
+      : null_stream(where->traits().is_null ? where.get() : nullptr), stream(where), device(on_device) {}
+
+  // The stream while it exists. A destroyed stream finished its work first, so its markers are
+  // reached; holding it weakly lets its worker thread go when the application destroys it.
+  [[nodiscard]] std::shared_ptr<Stream> owner() const {
+    if (null_stream != nullptr) return {std::shared_ptr<Stream>{}, null_stream};  // lives for the process
+    return stream.lock();
+  }
+  [[nodiscard]] bool reached() const {
+    const std::shared_ptr<Stream> where = owner();
+    return !where || where->reached(sequence);
+  }
+  void wait() const {
+    if (const std::shared_ptr<Stream> where = owner()) where->wait_for(sequence);
+  }
+
+  Stream* null_stream;
+  std::weak_ptr<Stream> stream;
+  int device;
   std::uint64_t sequence = 0;
   std::chrono::steady_clock::time_point reached_at;  // written by the stream before `sequence` completes
 };

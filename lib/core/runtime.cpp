@@ -247,13 +247,23 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   return hipSuccess;
 }
 
+// Checked again at every use, under the lock: the word may have been freed or unmapped while a
+// wait was queued, and then the stream reports an illegal address instead of touching it.
 hipError_t Runtime::load_word(const void* address, std::size_t bytes, std::uint64_t* value) const {
   std::shared_lock lock{mutex_};
+  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
+                                       hipMemAccessFlagsProtRead)) {
+    return hipErrorIllegalAddress;
+  }
   return backend_->load_word(address, bytes, value);
 }
 
 hipError_t Runtime::store_word(void* address, std::size_t bytes, std::uint64_t value) const {
   std::shared_lock lock{mutex_};
+  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
+                                       hipMemAccessFlagsProtReadWrite)) {
+    return hipErrorIllegalAddress;
+  }
   return backend_->store_word(address, bytes, value);
 }
 

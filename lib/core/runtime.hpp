@@ -9,6 +9,7 @@
 #include "core/managed_memory.hpp"
 #include "core/pool_registry.hpp"
 #include "core/stream_registry.hpp"
+#include "core/writer_preferring_lock.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -125,7 +126,7 @@ class Runtime {
   // Runs `work` in null-stream order: at once when no stream of the device has pending work.
   [[nodiscard]] hipError_t run_on_null_stream(int device, StreamTask work);
 
-  mutable std::shared_mutex mutex_;
+  mutable WriterPreferringLock mutex_;
   AllocationTable allocations_;
   mutable AddressSpace address_space_;
   StreamRegistry streams_;

@@ -24,8 +24,15 @@ hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsign
   void* at = nullptr;
   std::size_t size = 0;
   if (const hipError_t error = backend_->ipc_open(handle, &at, &size); error != hipSuccess) return error;
-  address_space_.add_linear(
-      {.base = reinterpret_cast<std::uintptr_t>(at), .size = size, .device = device, .kind = LinearKind::ipc_opened, .opens = 1});
+  // The CUDA driver answers a second open of a handle in one process with the same mapping and
+  // counts the opens: so do the books, and each open takes one close.
+  LinearAllocation* const existing = address_space_.linear_at(reinterpret_cast<std::uintptr_t>(at));
+  if (existing != nullptr && existing->kind == LinearKind::ipc_opened) {
+    ++existing->opens;
+  } else {
+    address_space_.add_linear({.base = reinterpret_cast<std::uintptr_t>(at), .size = size, .device = device,
+                               .kind = LinearKind::ipc_opened, .opens = 1});
+  }
   *ptr = at;
   return hipSuccess;
 }
@@ -33,10 +40,10 @@ hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsign
 hipError_t Runtime::ipc_close(void* ptr) {
   if (ptr == nullptr) return hipErrorInvalidValue;
   std::unique_lock lock{mutex_};
-  const LinearAllocation* opened = address_space_.linear_at(reinterpret_cast<std::uintptr_t>(ptr));
+  LinearAllocation* const opened = address_space_.linear_at(reinterpret_cast<std::uintptr_t>(ptr));
   if (opened == nullptr || opened->kind != LinearKind::ipc_opened) return hipErrorInvalidValue;
   if (const hipError_t error = backend_->ipc_close(ptr, opened->size); error != hipSuccess) return error;
-  (void)address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
+  if (--opened->opens == 0) (void)address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
   return hipSuccess;
 }
 

@@ -53,7 +53,19 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
     streams_.erase(found);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
-  // Outside the lock: the destructor lets queued work finish, and that work may enqueue elsewhere.
+  // hipStreamDestroy returns at once, as on a GPU: a stream with work still queued hands its last
+  // reference to a final task of its own, so it goes on its worker thread once that work is done.
+  // Outside the lock: that work may enqueue elsewhere.
+  if (!doomed->idle()) {
+    Stream& stream = *doomed;
+    {
+      std::lock_guard lock{mutex_};
+      std::erase_if(retiring_, [](const std::weak_ptr<Stream>& retired) { return retired.expired(); });
+      retiring_.push_back(doomed);
+    }
+    stream.enqueue([last = std::move(doomed)] { return hipSuccess; });
+    return hipSuccess;
+  }
   doomed.reset();
   return hipSuccess;
 }
@@ -152,10 +164,28 @@ void StreamRegistry::synchronize_device(int device) {
     for (const auto& [id, stream] : streams_) {
       if (stream->traits().device == device) all.push_back(stream);
     }
+    for (const std::weak_ptr<Stream>& retired : retiring_) {
+      std::shared_ptr<Stream> stream = retired.lock();
+      if (stream && stream->traits().device == device) all.push_back(std::move(stream));
+    }
     null_stream = null_streams_.at(static_cast<std::size_t>(device)).get();
   }
   if (null_stream != nullptr) null_stream->synchronize();
   for (const std::shared_ptr<Stream>& stream : all) stream->synchronize();
+}
+
+std::optional<std::uint64_t> StreamRegistry::completed_point(Stream& stream) {
+  std::lock_guard lock{mutex_};
+  if (!stream.idle()) return std::nullopt;
+  const int device = stream.traits().device;
+  if (stream.traits().is_null) {
+    for (const std::shared_ptr<Stream>& other : blocking_streams_locked(device)) {
+      if (!other->idle()) return std::nullopt;
+    }
+  } else if (stream.blocking() && !null_stream_locked(device).idle()) {
+    return std::nullopt;
+  }
+  return stream.tail();
 }
 
 bool StreamRegistry::device_idle(int device) const {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,9 @@ class StreamRegistry {
   // hipStreamSynchronize: the null stream also waits for the blocking streams of its device.
   void synchronize(Stream& stream);
   void synchronize_device(int device);
+  // The point a marker placed now would complete at, if it is complete already: the stream and
+  // the streams it implicitly waits for (null-stream rules) have no pending work.
+  [[nodiscard]] std::optional<std::uint64_t> completed_point(Stream& stream);
   // No queued or running work on any stream of the device, the null stream included.
   [[nodiscard]] bool device_idle(int device) const;
   [[nodiscard]] std::size_t live_streams() const;
@@ -43,6 +47,8 @@ class StreamRegistry {
   std::atomic<std::uint64_t> generation_{0};
   std::uintptr_t next_id_ = 0x5000;
   std::unordered_map<std::uintptr_t, std::shared_ptr<Stream>> streams_;
+  // Destroyed streams still finishing queued work: device synchronisation waits for them too.
+  std::vector<std::weak_ptr<Stream>> retiring_;
   std::vector<std::unique_ptr<Stream>> null_streams_;
 };
 
