@@ -225,7 +225,9 @@ void BM_SetAccess_hipxx_cxx(benchmark::State& state) {
 }
 
 // --- export + import: hipMemExportToShareableHandle/hipMemImportFromShareableHandle (+ closing both)
-//     vs dup, then fstat + F_GETFL + dup (what import checks and keeps), then two closes ----------
+//     vs the calls the host backend makes for them: export is a dup; import checks the descriptor
+//     (fstat, F_GET_SEALS: only a memfd is device memory, F_GETFL: opened read-write) and keeps a dup;
+//     then both descriptors are closed -------------------------------------------------------------
 
 void BM_ExportImport_raw(benchmark::State& state) {
   const int fd = memfd(kSize);
@@ -234,8 +236,10 @@ void BM_ExportImport_raw(benchmark::State& state) {
       const int exported = fcntl(fd, F_DUPFD_CLOEXEC, 0);
       struct stat status {};
       if (!ok(state, exported >= 0 && fstat(exported, &status) == 0, "dup/fstat")) break;
+      const int seals = fcntl(exported, F_GET_SEALS);
       const int mode = fcntl(exported, F_GETFL);
       const int imported = fcntl(exported, F_DUPFD_CLOEXEC, 0);
+      benchmark::DoNotOptimize(seals);
       benchmark::DoNotOptimize(mode);
       close(exported);
       if (!ok(state, imported >= 0, "dup")) break;

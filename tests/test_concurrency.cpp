@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -299,29 +300,49 @@ TEST_CASE("copies racing with access changes and unmaps: success or a clean refu
   std::vector<std::thread> copiers;
   for (int t = 0; t < kThreads - 1; ++t) {
     copiers.emplace_back([&, t] {
-      std::vector<unsigned char> buffer(g, static_cast<unsigned char>(t));
+      // Each copier has its own slice, so the copies do not race with each other (only with the
+      // access changes, which is what this case is about).
+      const std::size_t slice = g / kThreads;
+      void* mine = at(base, static_cast<std::size_t>(t) * slice);
+      std::vector<unsigned char> buffer(slice, static_cast<unsigned char>(t));
       while (!stop.load()) {
-        const hipError_t result = t % 2 == 0 ? hipMemcpy(base, buffer.data(), g, hipMemcpyHostToDevice)
-                                             : hipMemcpy(buffer.data(), base, g, hipMemcpyDeviceToHost);
+        const hipError_t result = t % 2 == 0 ? hipMemcpy(mine, buffer.data(), slice, hipMemcpyHostToDevice)
+                                             : hipMemcpy(buffer.data(), mine, slice, hipMemcpyDeviceToHost);
         if (result == hipSuccess) copies_ok.fetch_add(1);
         else if (result == hipErrorInvalidValue) copies_refused.fetch_add(1);
         else failures.add(std::string{"copy returned "} + hipGetErrorName(result));
       }
     });
   }
-  const hipMemAccessDesc rw = desc(hipMemAccessFlagsProtReadWrite);
-  const hipMemAccessDesc none = desc(hipMemAccessFlagsProtNone);
-  for (int i = 0; i < 300; ++i) {
-    EXPECT_CALL(failures, hipMemMap(base, g, 0, handle, 0), hipSuccess);
-    EXPECT_CALL(failures, hipMemSetAccess(base, g, &rw, 1), hipSuccess);
-    std::this_thread::yield();
-    EXPECT_CALL(failures, hipMemSetAccess(base, g, &none, 1), hipSuccess);
-    EXPECT_CALL(failures, hipMemSetAccess(base, g, &rw, 1), hipSuccess);
-    std::this_thread::yield();
-    EXPECT_CALL(failures, hipMemUnmap(base, g), hipSuccess);
+  // The writer runs on its own thread so that a writer shut out by the copiers fails this test
+  // after a deadline instead of hanging it.
+  constexpr int kWriterRounds = 300;
+  std::atomic<int> writer_rounds{0};
+  std::thread writer([&] {
+    const hipMemAccessDesc rw = desc(hipMemAccessFlagsProtReadWrite);
+    const hipMemAccessDesc none = desc(hipMemAccessFlagsProtNone);
+    for (int i = 0; i < kWriterRounds; ++i) {
+      EXPECT_CALL(failures, hipMemMap(base, g, 0, handle, 0), hipSuccess);
+      EXPECT_CALL(failures, hipMemSetAccess(base, g, &rw, 1), hipSuccess);
+      std::this_thread::yield();
+      EXPECT_CALL(failures, hipMemSetAccess(base, g, &none, 1), hipSuccess);
+      EXPECT_CALL(failures, hipMemSetAccess(base, g, &rw, 1), hipSuccess);
+      std::this_thread::yield();
+      EXPECT_CALL(failures, hipMemUnmap(base, g), hipSuccess);
+      writer_rounds.fetch_add(1);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (writer_rounds.load() < kWriterRounds && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  const int rounds_in_time = writer_rounds.load();
   stop.store(true);
   for (std::thread& thread : copiers) thread.join();
+  writer.join();
+  CHECK_MESSAGE(rounds_in_time == kWriterRounds,
+                "map/set-access/unmap were starved by concurrent hipMemcpy calls: only ", rounds_in_time, " of ",
+                kWriterRounds, " writer rounds finished in 10 s");
   failures.report();
   CHECK(copies_ok.load() + copies_refused.load() > 0);
   CHECK(hipMemRelease(handle) == hipSuccess);

@@ -16,3 +16,5 @@
 #include <hipxx/stream_value.hpp>
 #include <hipxx/event.hpp>
 #include <hipxx/mem_pool.hpp>
+#include <hipxx/ipc.hpp>
+#include <hipxx/managed_buffer.hpp>

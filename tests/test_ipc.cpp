@@ -1,0 +1,847 @@
+// Legacy IPC between real processes. The other process is tests/ipc_peer.cpp, a separate executable
+// started with fork+exec (a GPU runtime does not survive a bare fork), found through the
+// HIPXX_IPC_PEER environment variable that meson sets; handles travel over a socketpair.
+//
+// Cases in the "host-only" suite check facts of the host backend: the POSIX shared-memory object
+// behind a handle (/dev/shm/hipxx-ipc-<pid>-<32 hex>), its mode, and the clean-up of objects whose
+// exporter died.
+#include "ipc_protocol.hpp"
+#include "stream_test_support.hpp"
+
+#include <hipxx/ipc.hpp>
+
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+#include <hipxx/hipxx_ext.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using ipc_test::Op;
+using ipc_test::Reply;
+using ipc_test::Request;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kPage = 4096;
+
+std::string peer_path() {
+  char const* const path = std::getenv("HIPXX_IPC_PEER");
+  REQUIRE_MESSAGE(path != nullptr, "HIPXX_IPC_PEER must name the ipc_peer executable (meson sets it)");
+  return path;
+}
+
+// fork+exec of `argv`; the child gets `socket` as descriptor 3 when it is not -1. Everything the
+// child does between fork and exec is async-signal-safe, as it must be in a threaded process.
+pid_t spawn(std::vector<std::string> const& args, int socket = -1) {
+  std::vector<char*> argv;
+  for (std::string const& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t const pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (socket >= 0) {
+      // dup2 gives a descriptor without close-on-exec; an fd already at 3 just loses the flag.
+      if (socket == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(socket, 3) != 3) _exit(126);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  pid_t got = 0;
+  do {
+    got = waitpid(pid, &status, 0);
+  } while (got < 0 && errno == EINTR);
+  REQUIRE(got == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs `ipc_peer <mode>` to completion and returns its pid, now dead and reaped.
+pid_t run_peer_mode(char const* mode, int* exit_code) {
+  pid_t const pid = spawn({peer_path(), mode});
+  *exit_code = wait_exit_code(pid);
+  return pid;
+}
+
+// A peer process in serve mode, spoken to over a socketpair.
+class Peer {
+ public:
+  Peer() {
+    std::array<int, 2> ends{};
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) == 0);
+    pid_ = spawn({peer_path(), "serve", "3"}, ends[1]);
+    close(ends[1]);
+    socket_ = ends[0];
+  }
+  Peer(Peer const&) = delete;
+  Peer& operator=(Peer const&) = delete;
+  ~Peer() {
+    if (pid_ > 0) {
+      Request request{};
+      request.op = Op::exit;
+      Reply reply{};
+      bool const said_goodbye = ipc_test::write_all(socket_, &request, sizeof request) &&
+                                ipc_test::read_all(socket_, &reply, sizeof reply);
+      close(socket_);
+      if (!said_goodbye) ::kill(pid_, SIGKILL);
+      CHECK_MESSAGE(wait_exit_code(pid_) == 0, "the peer did not exit cleanly");
+    } else {
+      close(socket_);
+    }
+  }
+
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+
+  Reply call(Request const& request) {
+    REQUIRE_MESSAGE(pid_ > 0, "the peer is gone");
+    Reply reply{};
+    REQUIRE_MESSAGE(ipc_test::write_all(socket_, &request, sizeof request), "the peer hung up");
+    REQUIRE_MESSAGE(ipc_test::read_all(socket_, &reply, sizeof reply), "the peer died (crashed?) answering");
+    return reply;
+  }
+
+  Reply open(hipIpcMemHandle_t const& handle, unsigned flags = hipIpcMemLazyEnablePeerAccess) {
+    Request request{};
+    request.op = Op::open;
+    request.handle = handle;
+    request.flags = flags;
+    return call(request);
+  }
+
+  Reply on_slot(Op op, std::uint64_t slot, std::uint64_t offset = 0, std::uint64_t length = 0, std::uint64_t seed = 0) {
+    Request request{};
+    request.op = op;
+    request.slot = static_cast<std::uint32_t>(slot);
+    request.offset = offset;
+    request.length = length;
+    request.seed = seed;
+    return call(request);
+  }
+
+  // Bytes of slot's [offset, offset + length) that differ from pattern `seed`.
+  std::uint64_t mismatches(std::uint64_t slot, std::uint64_t offset, std::uint64_t length, std::uint64_t seed) {
+    Reply const reply = on_slot(Op::verify, slot, offset, length, seed);
+    REQUIRE(reply.status == hipSuccess);
+    return reply.value;
+  }
+
+  void kill() {
+    REQUIRE(::kill(pid_, SIGKILL) == 0);
+    CHECK(wait_exit_code(pid_) == 128 + SIGKILL);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int socket_ = -1;
+};
+
+void fill(void* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
+  std::vector<unsigned char> bytes(length);
+  for (std::size_t index = 0; index < length; ++index) bytes[index] = ipc_test::pattern(seed, offset + index);
+  REQUIRE(hipMemcpy(static_cast<unsigned char*>(device) + offset, bytes.data(), length, hipMemcpyHostToDevice) ==
+          hipSuccess);
+}
+
+std::size_t mismatches(void const* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
+  std::vector<unsigned char> bytes(length);
+  REQUIRE(hipMemcpy(bytes.data(), static_cast<unsigned char const*>(device) + offset, length, hipMemcpyDeviceToHost) ==
+          hipSuccess);
+  std::size_t differ = 0;
+  for (std::size_t index = 0; index < length; ++index) differ += bytes[index] != ipc_test::pattern(seed, offset + index);
+  return differ;
+}
+
+// hipMalloc memory filled with pattern `seed`, freed on scope exit unless taken.
+struct DeviceBlock {
+  void* pointer = nullptr;
+  std::size_t size = 0;
+  DeviceBlock(std::size_t bytes, std::uint64_t seed) : size(bytes) {
+    REQUIRE(hipMalloc(&pointer, bytes) == hipSuccess);
+    fill(pointer, 0, bytes, seed);
+  }
+  DeviceBlock(DeviceBlock const&) = delete;
+  DeviceBlock& operator=(DeviceBlock const&) = delete;
+  ~DeviceBlock() {
+    if (pointer != nullptr) CHECK(hipFree(pointer) == hipSuccess);
+  }
+  hipIpcMemHandle_t handle() const {
+    hipIpcMemHandle_t out{};
+    REQUIRE(hipIpcGetMemHandle(&out, pointer) == hipSuccess);
+    return out;
+  }
+  void free() {
+    REQUIRE(hipFree(pointer) == hipSuccess);
+    pointer = nullptr;
+  }
+};
+
+bool same(hipIpcMemHandle_t const& a, hipIpcMemHandle_t const& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Names in /dev/shm of objects exported by process `pid`.
+std::vector<std::string> shm_names_of(pid_t pid) {
+  std::string const prefix = "hipxx-ipc-" + std::to_string(pid) + "-";
+  std::vector<std::string> names;
+  DIR* const directory = opendir("/dev/shm");
+  REQUIRE(directory != nullptr);
+  while (dirent const* entry = readdir(directory)) {
+    std::string const name = entry->d_name;
+    if (name.starts_with(prefix)) names.push_back(name);
+  }
+  closedir(directory);
+  return names;
+}
+
+bool shm_exists(std::string const& name) {
+  struct stat status {};
+  return stat(("/dev/shm/" + name).c_str(), &status) == 0;
+}
+
+std::size_t open_fd_count() {
+  DIR* const directory = opendir("/proc/self/fd");
+  REQUIRE(directory != nullptr);
+  std::size_t count = 0;
+  while (dirent const* entry = readdir(directory)) count += entry->d_name[0] != '.' ? 1 : 0;
+  closedir(directory);
+  return count;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Portable semantics.
+
+TEST_CASE("data written in one process is seen in the other, both ways") {
+  stest::LeakCheck leaks;
+  // Not a whole number of pages: the tail of the last page must travel too.
+  constexpr std::size_t kSize = 3 * kPage + 100;
+  Peer peer;
+
+  SUBCASE("exported here, opened by the peer") {
+    DeviceBlock block{kSize, 1};
+    Reply const opened = peer.open(block.handle());
+    REQUIRE(opened.status == hipSuccess);
+    CHECK(peer.mismatches(opened.value, 0, kSize, 1) == 0);
+    // The peer overwrites the middle; the exporter sees it at once, and the rest unchanged.
+    REQUIRE(peer.on_slot(Op::fill, opened.value, kPage - 10, kPage + 20, 2).status == hipSuccess);
+    CHECK(mismatches(block.pointer, 0, kPage - 10, 1) == 0);
+    CHECK(mismatches(block.pointer, kPage - 10, kPage + 20, 2) == 0);
+    CHECK(mismatches(block.pointer, 2 * kPage + 10, kSize - (2 * kPage + 10), 1) == 0);
+    // And the other way: the exporter writes, the peer reads.
+    fill(block.pointer, 0, kSize, 3);
+    CHECK(peer.mismatches(opened.value, 0, kSize, 3) == 0);
+    CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+  }
+
+  SUBCASE("exported by the peer, opened here") {
+    Request request{};
+    request.op = Op::export_new;
+    request.length = kSize;
+    request.seed = 4;
+    Reply const exported = peer.call(request);
+    REQUIRE(exported.status == hipSuccess);
+    void* mapped = nullptr;
+    REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, hipIpcMemLazyEnablePeerAccess) == hipSuccess);
+    REQUIRE(mapped != nullptr);
+    CHECK(mismatches(mapped, 0, kSize, 4) == 0);
+    fill(mapped, 0, kSize, 5);
+    CHECK(peer.mismatches(exported.value, 0, kSize, 5) == 0);
+    REQUIRE(peer.on_slot(Op::fill, exported.value, 0, kSize, 6).status == hipSuccess);
+    CHECK(mismatches(mapped, 0, kSize, 6) == 0);
+    // Device-to-device copies between the mapping and local memory work too.
+    DeviceBlock local{kSize, 7};
+    REQUIRE(hipMemcpy(local.pointer, mapped, kSize, hipMemcpyDeviceToDevice) == hipSuccess);
+    CHECK(mismatches(local.pointer, 0, kSize, 6) == 0);
+    CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
+    CHECK(peer.on_slot(Op::free, exported.value).status == hipSuccess);
+  }
+
+  SUBCASE("the same handle opened twice gives two working mappings") {
+    DeviceBlock block{kSize, 8};
+    hipIpcMemHandle_t const handle = block.handle();
+    Reply const first = peer.open(handle);
+    Reply const second = peer.open(handle, 0);  // 0 is accepted as well as the lazy-peer flag
+    REQUIRE(first.status == hipSuccess);
+    REQUIRE(second.status == hipSuccess);
+    REQUIRE(peer.on_slot(Op::fill, first.value, 0, kSize, 9).status == hipSuccess);
+    CHECK(peer.mismatches(second.value, 0, kSize, 9) == 0);
+    CHECK(peer.on_slot(Op::close, first.value).status == hipSuccess);
+    CHECK(peer.mismatches(second.value, 0, kSize, 9) == 0);
+    CHECK(peer.on_slot(Op::close, second.value).status == hipSuccess);
+    // Two opens, two closes: a third finds nothing, however the runtime placed the mappings.
+    CHECK(peer.on_slot(Op::close, first.value).status == hipErrorInvalidValue);
+  }
+}
+
+TEST_CASE("repeated export gives the same handle; open in the exporter is hipErrorInvalidContext") {
+  stest::LeakCheck leaks;
+  DeviceBlock block{kPage, 1};
+  hipIpcMemHandle_t const first = block.handle();
+  hipIpcMemHandle_t const again = block.handle();
+  CHECK(same(first, again));
+
+  DeviceBlock other{kPage, 2};
+  CHECK_FALSE(same(first, other.handle()));
+
+  void* mapped = nullptr;
+  CHECK(hipIpcOpenMemHandle(&mapped, first, hipIpcMemLazyEnablePeerAccess) == hipErrorInvalidContext);
+  CHECK(hipIpcOpenMemHandle(&mapped, first, 0) == hipErrorInvalidContext);
+  CHECK(mapped == nullptr);
+}
+
+TEST_CASE("bad arguments and memory that cannot be exported are hipErrorInvalidValue") {
+  stest::LeakCheck leaks;
+  DeviceBlock block{4 * kPage, 1};
+  hipIpcMemHandle_t handle{};
+
+  SUBCASE("null arguments") {
+    CHECK(hipIpcGetMemHandle(nullptr, block.pointer) == hipErrorInvalidValue);
+    CHECK(hipIpcGetMemHandle(&handle, nullptr) == hipErrorInvalidValue);
+    CHECK(hipIpcOpenMemHandle(nullptr, block.handle(), 0) == hipErrorInvalidValue);
+    CHECK(hipIpcCloseMemHandle(nullptr) == hipErrorInvalidValue);
+  }
+  SUBCASE("an interior pointer") {
+    CHECK(hipIpcGetMemHandle(&handle, static_cast<char*>(block.pointer) + 1) == hipErrorInvalidValue);
+    CHECK(hipIpcGetMemHandle(&handle, static_cast<char*>(block.pointer) + kPage) == hipErrorInvalidValue);
+  }
+  SUBCASE("host memory") {
+    std::vector<char> host(kPage);
+    CHECK(hipIpcGetMemHandle(&handle, host.data()) == hipErrorInvalidValue);
+  }
+  SUBCASE("managed memory") {
+    void* managed = nullptr;
+    REQUIRE(hipMallocManaged(&managed, kPage, hipMemAttachGlobal) == hipSuccess);
+    CHECK(hipIpcGetMemHandle(&handle, managed) == hipErrorInvalidValue);
+    CHECK(hipFree(managed) == hipSuccess);
+  }
+  SUBCASE("VMM memory (hipMemCreate + hipMemMap)") {
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    std::size_t granularity = 0;
+    REQUIRE(hipMemGetAllocationGranularity(&granularity, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+    hipMemGenericAllocationHandle_t physical{};
+    REQUIRE(hipMemCreate(&physical, granularity, &prop, 0) == hipSuccess);
+    void* range = nullptr;
+    REQUIRE(hipMemAddressReserve(&range, granularity, 0, nullptr, 0) == hipSuccess);
+    REQUIRE(hipMemMap(range, granularity, 0, physical, 0) == hipSuccess);
+    hipMemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    REQUIRE(hipMemSetAccess(range, granularity, &access, 1) == hipSuccess);
+    CHECK(hipIpcGetMemHandle(&handle, range) == hipErrorInvalidValue);
+    CHECK(hipMemUnmap(range, granularity) == hipSuccess);
+    CHECK(hipMemAddressFree(range, granularity) == hipSuccess);
+    CHECK(hipMemRelease(physical) == hipSuccess);
+  }
+  SUBCASE("freed memory") {
+    void* gone = nullptr;
+    REQUIRE(hipMalloc(&gone, kPage) == hipSuccess);
+    REQUIRE(hipFree(gone) == hipSuccess);
+    CHECK(hipIpcGetMemHandle(&handle, gone) == hipErrorInvalidValue);
+  }
+  SUBCASE("close of memory that was not opened") {
+    CHECK(hipIpcCloseMemHandle(block.pointer) == hipErrorInvalidValue);
+    std::vector<char> host(16);
+    CHECK(hipIpcCloseMemHandle(host.data()) == hipErrorInvalidValue);
+  }
+}
+
+TEST_CASE("stream-ordered (pool) memory cannot be exported") {
+  // The default pool reserves its address range once, when first used: before the leak count.
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&pool, 0) == hipSuccess);
+  void* pooled = nullptr;
+  REQUIRE(hipMallocAsync(&pooled, kPage, nullptr) == hipSuccess);
+  REQUIRE(hipFreeAsync(pooled, nullptr) == hipSuccess);
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  REQUIRE(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+
+  stest::LeakCheck leaks;
+  REQUIRE(hipMallocAsync(&pooled, kPage, nullptr) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  hipIpcMemHandle_t handle{};
+  CHECK(hipIpcGetMemHandle(&handle, pooled) == hipErrorInvalidValue);
+  CHECK(hipFreeAsync(pooled, nullptr) == hipSuccess);
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  // The pool keeps freed memory for reuse; give it back so the books balance.
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+}
+
+// Exports an allocation filled with pattern 1 (its handle in *old_handle), frees it, and allocates
+// until the same address comes back; returns that new allocation, filled with pattern 2.
+void* reallocate_same_address(std::size_t size, hipIpcMemHandle_t* old_handle) {
+  void* first = nullptr;
+  REQUIRE(hipMalloc(&first, size) == hipSuccess);
+  fill(first, 0, size, 1);
+  REQUIRE(hipIpcGetMemHandle(old_handle, first) == hipSuccess);
+  REQUIRE(hipFree(first) == hipSuccess);
+  // The address comes back soon on every allocator we know; the misses are held meanwhile so that
+  // they cannot take it again.
+  std::vector<void*> misses;
+  void* again = nullptr;
+  for (int attempt = 0; attempt < 64 && again == nullptr; ++attempt) {
+    void* candidate = nullptr;
+    REQUIRE(hipMalloc(&candidate, size) == hipSuccess);
+    if (candidate == first) {
+      again = candidate;
+    } else {
+      misses.push_back(candidate);
+    }
+  }
+  for (void* miss : misses) CHECK(hipFree(miss) == hipSuccess);
+  REQUIRE_MESSAGE(again != nullptr, "the allocator never returned the freed address");
+  fill(again, 0, size, 2);
+  return again;
+}
+
+TEST_CASE("a handle after hipFree and a new allocation at the same address is a different handle") {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  hipIpcMemHandle_t old_handle{};
+  void* const again = reallocate_same_address(kSize, &old_handle);
+  hipIpcMemHandle_t new_handle{};
+  REQUIRE(hipIpcGetMemHandle(&new_handle, again) == hipSuccess);
+  CHECK_FALSE(same(old_handle, new_handle));
+  {
+    // The new handle names the new memory.
+    Peer peer;
+    Reply const opened = peer.open(new_handle);
+    REQUIRE(opened.status == hipSuccess);
+    CHECK(peer.mismatches(opened.value, 0, kSize, 2) == 0);
+    CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+  }
+  CHECK(hipFree(again) == hipSuccess);
+}
+
+// Opens `handle` in the peer, expecting a refusal; closes what a mistaken success mapped.
+bool refused(Peer& peer, hipIpcMemHandle_t const& handle, unsigned flags = hipIpcMemLazyEnablePeerAccess) {
+  Reply const reply = peer.open(handle, flags);
+  if (reply.status == hipSuccess) (void)peer.on_slot(Op::close, reply.value);
+  return reply.status != hipSuccess;
+}
+
+hipIpcMemHandle_t random_handle(std::mt19937_64& random) {
+  hipIpcMemHandle_t garbage{};
+  for (char& byte : garbage.reserved) byte = static_cast<char>(random());
+  return garbage;
+}
+
+// Portable: whatever the runtime makes of them, garbage handles are errors and nothing crashes.
+// (The CUDA driver ignores some bytes of its handles and answers hipErrorInvalidHandle for others;
+// the host backend's stricter rules are in "host handles are sealed" below.)
+TEST_CASE("hostile handles in the importer are errors, never crashes") {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  DeviceBlock block{kSize, 1};
+  hipIpcMemHandle_t const valid = block.handle();
+  Peer peer;
+  std::mt19937_64 random{20240611};
+
+  SUBCASE("1000 random handles") {
+    for (int round = 0; round < 1000; ++round) REQUIRE_MESSAGE(refused(peer, random_handle(random)), "round ", round);
+  }
+  SUBCASE("all zeros and all ones") {
+    hipIpcMemHandle_t zeros{};
+    CHECK(refused(peer, zeros));
+    hipIpcMemHandle_t ones{};
+    std::memset(ones.reserved, 0xFF, sizeof ones.reserved);
+    CHECK(refused(peer, ones));
+  }
+  SUBCASE("flags other than 0 and hipIpcMemLazyEnablePeerAccess") {
+    for (unsigned const flags : {2U, 3U, 0x80000000U, ~0U}) {
+      Reply const reply = peer.open(valid, flags);
+      CHECK(reply.status == hipErrorInvalidValue);
+    }
+  }
+  SUBCASE("the same garbage in the exporter") {
+    for (int round = 0; round < 1000; ++round) {
+      void* mapped = nullptr;
+      hipError_t const error = hipIpcOpenMemHandle(&mapped, random_handle(random), 0);
+      REQUIRE(error != hipSuccess);
+    }
+  }
+  // After all that the peer is alive and the real handle still works.
+  Reply const opened = peer.open(valid);
+  REQUIRE(opened.status == hipSuccess);
+  CHECK(peer.mismatches(opened.value, 0, kSize, 1) == 0);
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+}
+
+TEST_CASE("close: only pointers from hipIpcOpenMemHandle, once each; hipFree refuses them") {
+  stest::LeakCheck leaks;
+  DeviceBlock block{kPage, 1};
+  Peer peer;
+  Reply const opened = peer.open(block.handle());
+  REQUIRE(opened.status == hipSuccess);
+  // hipFree is not how an import ends, and leaves it mapped.
+  CHECK(peer.on_slot(Op::free, opened.value).status == hipErrorInvalidValue);
+  CHECK(peer.mismatches(opened.value, 0, kPage, 1) == 0);
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipErrorInvalidValue);  // double close
+
+  // The peer's own allocation was not opened, so it cannot be closed.
+  Request request{};
+  request.op = Op::export_new;
+  request.length = kPage;
+  Reply const own = peer.call(request);
+  REQUIRE(own.status == hipSuccess);
+  CHECK(peer.on_slot(Op::close, own.value).status == hipErrorInvalidValue);
+  CHECK(peer.on_slot(Op::free, own.value).status == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C++ handles.
+
+static_assert(std::is_trivially_copyable_v<hipxx::IpcHandle>);
+static_assert(!std::is_default_constructible_v<hipxx::IpcHandle>);
+static_assert(!std::is_copy_constructible_v<hipxx::IpcMapping>);
+static_assert(!std::is_copy_assignable_v<hipxx::IpcMapping>);
+static_assert(std::is_nothrow_move_constructible_v<hipxx::IpcMapping>);
+static_assert(std::is_nothrow_move_assignable_v<hipxx::IpcMapping>);
+
+TEST_CASE("IpcHandle: export, bytes and back") {
+  stest::LeakCheck leaks;
+  DeviceBlock block{kPage, 1};
+  auto const handle = hipxx::IpcHandle::export_memory(block.pointer);
+  REQUIRE(handle);
+  CHECK(same(handle.value().native(), block.handle()));
+  CHECK(hipxx::IpcHandle::from_bytes(handle.value().bytes()) == handle.value());
+  CHECK(hipxx::IpcHandle::from_native(handle.value().native()) == handle.value());
+  CHECK(hipxx::IpcHandle::export_memory(block.pointer).value() == handle.value());
+
+  auto const interior = hipxx::IpcHandle::export_memory(static_cast<char*>(block.pointer) + 8);
+  REQUIRE_FALSE(interior);
+  CHECK(interior.error() == hipErrorInvalidValue);
+  CHECK(interior.error() == std::errc::invalid_argument);
+
+  auto const here = hipxx::IpcMapping::open(handle.value());
+  REQUIRE_FALSE(here);
+  CHECK(here.error() == hipErrorInvalidContext);
+
+  std::array<std::byte, hipxx::IpcHandle::size> garbage{};
+  garbage.fill(std::byte{0x5A});
+  auto const forged = hipxx::IpcMapping::open(hipxx::IpcHandle::from_bytes(garbage));
+  REQUIRE_FALSE(forged);
+  CHECK(forged.error() == hipErrorInvalidValue);
+}
+
+TEST_CASE("IpcMapping in another process: open, use, closed by its destructor") {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 5 * kPage;
+  DeviceBlock block{kSize, 11};
+  auto const handle = hipxx::IpcHandle::export_memory(block.pointer).value();
+  Peer peer;
+
+  // The handle travels as its bytes, as any channel would carry it.
+  Request request{};
+  request.op = Op::open_cpp;
+  std::memcpy(&request.handle, handle.bytes().data(), hipxx::IpcHandle::size);
+  Reply const opened = peer.call(request);
+  REQUIRE(opened.status == hipSuccess);
+  CHECK(peer.mismatches(opened.value, 0, kSize, 11) == 0);
+  REQUIRE(peer.on_slot(Op::fill, opened.value, 0, kSize, 12).status == hipSuccess);
+  CHECK(mismatches(block.pointer, 0, kSize, 12) == 0);
+
+  // Destroying the owner closes the mapping: closing the same pointer again is refused.
+  Reply const dropped = peer.on_slot(Op::drop_cpp, opened.value);
+  Request close_again{};
+  close_again.op = Op::close_raw;
+  close_again.value = dropped.value;
+  CHECK(peer.call(close_again).status == hipErrorInvalidValue);
+  // And the memory stays the exporter's.
+  CHECK(mismatches(block.pointer, 0, kSize, 12) == 0);
+}
+
+TEST_CASE("IpcMapping in this process: the exporter side of a peer's memory") {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = kPage;
+  Peer peer;
+  Request request{};
+  request.op = Op::export_new;
+  request.length = kSize;
+  request.seed = 21;
+  Reply const exported = peer.call(request);
+  REQUIRE(exported.status == hipSuccess);
+
+  auto mapping = hipxx::IpcMapping::open(hipxx::IpcHandle::from_native(exported.handle));
+  REQUIRE(mapping);
+  void* const data = mapping.value().data();
+  REQUIRE(data != nullptr);
+  CHECK(mismatches(data, 0, kSize, 21) == 0);
+
+  // Moves carry the mapping; the moved-from owner is empty and its close does nothing.
+  hipxx::IpcMapping moved = std::move(mapping).value();
+  CHECK(moved.data() == data);
+  hipxx::IpcMapping target = hipxx::IpcMapping::adopt(nullptr);
+  CHECK_FALSE(target);
+  target = std::move(moved);
+  CHECK_FALSE(moved);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  CHECK(moved.close());
+  CHECK(target.data() == data);
+  fill(target.data(), 0, kSize, 22);
+  CHECK(peer.mismatches(exported.value, 0, kSize, 22) == 0);
+
+  REQUIRE(target.close());
+  CHECK_FALSE(target);
+  CHECK(hipIpcCloseMemHandle(data) == hipErrorInvalidValue);
+
+  // release() hands the pointer back to C code, which closes it.
+  auto again = hipxx::IpcMapping::open(hipxx::IpcHandle::from_native(exported.handle));
+  REQUIRE(again);
+  void* const raw = again.value().release();
+  CHECK(hipIpcCloseMemHandle(raw) == hipSuccess);
+  CHECK(peer.on_slot(Op::free, exported.value).status == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-backend facts: the shared-memory object behind a handle.
+
+TEST_CASE("the object is /dev/shm/hipxx-ipc-<pid>-<32 hex>, mode 0600, gone after hipFree" *
+          doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  CHECK(shm_names_of(getpid()).empty());
+  DeviceBlock block{kPage, 1};
+  CHECK(shm_names_of(getpid()).empty());  // nothing before the export
+  (void)block.handle();
+  std::vector<std::string> const names = shm_names_of(getpid());
+  REQUIRE(names.size() == 1);
+  std::string const prefix = "hipxx-ipc-" + std::to_string(getpid()) + "-";
+  std::string const token = names[0].substr(prefix.size());
+  CHECK(token.size() == 32);
+  CHECK(token.find_first_not_of("0123456789abcdef") == std::string::npos);
+
+  struct stat status {};
+  REQUIRE(stat(("/dev/shm/" + names[0]).c_str(), &status) == 0);
+  CHECK((status.st_mode & 07777) == 0600);
+  CHECK(status.st_uid == getuid());
+  CHECK(S_ISREG(status.st_mode));
+
+  (void)block.handle();  // a second export creates no second object
+  CHECK(shm_names_of(getpid()).size() == 1);
+
+  DeviceBlock second{kPage, 2};
+  (void)second.handle();
+  CHECK(shm_names_of(getpid()).size() == 2);
+  second.free();
+  block.free();
+  CHECK(shm_names_of(getpid()).empty());
+}
+
+TEST_CASE("the exporter's hipFree unlinks the name; mappings already open stay" * doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  DeviceBlock block{kSize, 31};
+  hipIpcMemHandle_t const handle = block.handle();
+  Peer peer;
+  Reply const opened = peer.open(handle);
+  REQUIRE(opened.status == hipSuccess);
+  block.free();
+  CHECK(shm_names_of(getpid()).empty());
+  CHECK(peer.mismatches(opened.value, 0, kSize, 31) == 0);
+  CHECK(peer.open(handle).status == hipErrorInvalidValue);  // no new opens
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+}
+
+TEST_CASE("an importer killed with SIGKILL mid-use: the exporter keeps working and cleans up" *
+          doctest::test_suite("host-only")) {
+  std::size_t const fds_before = open_fd_count();
+  {
+    stest::LeakCheck leaks;
+    constexpr std::size_t kSize = 64 * kPage;
+    constexpr std::size_t kHalf = kSize / 2;
+    DeviceBlock block{kSize, 41};
+    hipIpcMemHandle_t const handle = block.handle();
+    {
+      Peer peer;
+      Reply const opened = peer.open(handle);
+      REQUIRE(opened.status == hipSuccess);
+      CHECK(peer.mismatches(opened.value, 0, kHalf, 41) == 0);
+      // The peer rewrites the second half without pause while it is killed.
+      REQUIRE(peer.on_slot(Op::scribble, opened.value, kHalf, kHalf, 100).status == hipSuccess);
+      CHECK(stest::eventually([&] { return mismatches(block.pointer, kHalf, kHalf, 100) != 0; }));
+      peer.kill();
+    }
+    // The first half, which only the exporter wrote, is intact.
+    CHECK(mismatches(block.pointer, 0, kHalf, 41) == 0);
+    // The memory is fully usable: written, read, copied.
+    fill(block.pointer, 0, kSize, 42);
+    CHECK(mismatches(block.pointer, 0, kSize, 42) == 0);
+    DeviceBlock copy{kSize, 43};
+    REQUIRE(hipMemcpy(copy.pointer, block.pointer, kSize, hipMemcpyDeviceToDevice) == hipSuccess);
+    CHECK(mismatches(copy.pointer, 0, kSize, 42) == 0);
+    REQUIRE(hipMemset(block.pointer, 0, kSize) == hipSuccess);
+    // Exporting again still answers the same handle, and a new importer can open it.
+    hipIpcMemHandle_t again{};
+    REQUIRE(hipIpcGetMemHandle(&again, block.pointer) == hipSuccess);
+    CHECK(same(handle, again));
+    {
+      Peer late;
+      Reply const opened = late.open(handle);
+      REQUIRE(opened.status == hipSuccess);
+      CHECK(late.on_slot(Op::close, opened.value).status == hipSuccess);
+    }
+    CHECK(shm_names_of(getpid()).size() == 1);
+    block.free();
+    CHECK(shm_names_of(getpid()).empty());
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("an exporter killed with SIGKILL: importers keep the data; the next process start removes the name" *
+          doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 3 * kPage;
+  Peer peer;
+  pid_t const exporter = peer.pid();
+  Request request{};
+  request.op = Op::export_new;
+  request.length = kSize;
+  request.seed = 51;
+  Reply const exported = peer.call(request);
+  REQUIRE(exported.status == hipSuccess);
+  std::vector<std::string> const names = shm_names_of(exporter);
+  REQUIRE(names.size() == 1);
+
+  void* mapped = nullptr;
+  REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipSuccess);
+  peer.kill();  // reaped too: a zombie still counts as a live pid
+  CHECK(shm_exists(names[0]));  // nobody has started since
+  CHECK(mismatches(mapped, 0, kSize, 51) == 0);
+
+  int exit_code = -1;
+  (void)run_peer_mode("start-backend", &exit_code);
+  REQUIRE(exit_code == 0);
+  CHECK_FALSE(shm_exists(names[0]));
+  // Our mapping outlives the name.
+  CHECK(mismatches(mapped, 0, kSize, 51) == 0);
+  fill(mapped, 0, kSize, 52);
+  CHECK(mismatches(mapped, 0, kSize, 52) == 0);
+  CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
+  // The handle names nothing now.
+  CHECK(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipErrorInvalidValue);
+}
+
+TEST_CASE("a fresh process start removes names of dead exporters and only those" * doctest::test_suite("host-only")) {
+  int exit_code = -1;
+  pid_t const dead = run_peer_mode("exit", &exit_code);
+  REQUIRE(exit_code == 0);
+  REQUIRE((::kill(dead, 0) != 0 && errno == ESRCH));
+
+  auto const make_object = [](pid_t pid, char const* token) {
+    std::string const name = "/hipxx-ipc-" + std::to_string(pid) + "-" + token;
+    int const fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+    return name.substr(1);
+  };
+  std::string const stale = make_object(dead, "0123456789abcdef0123456789abcdef");
+  // Ours: this process is alive, so the object must stay even though no runtime knows it.
+  std::string const live = make_object(getpid(), "fedcba9876543210fedcba9876543210");
+  // Not ours at all: another prefix is never touched.
+  std::string const unrelated = "hipxx-ipc-test-unrelated-" + std::to_string(getpid());
+  {
+    int const fd = shm_open(("/" + unrelated).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+  }
+  REQUIRE(shm_exists(stale));
+
+  (void)run_peer_mode("start-backend", &exit_code);
+  REQUIRE(exit_code == 0);
+  CHECK_FALSE(shm_exists(stale));
+  CHECK(shm_exists(live));
+  CHECK(shm_exists(unrelated));
+  shm_unlink(("/" + stale).c_str());
+  CHECK(shm_unlink(("/" + live).c_str()) == 0);
+  CHECK(shm_unlink(("/" + unrelated).c_str()) == 0);
+}
+
+TEST_CASE("host handles are sealed: random, forged or damaged bytes are hipErrorInvalidValue" *
+          doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  DeviceBlock block{kSize, 1};
+  hipIpcMemHandle_t const valid = block.handle();
+  Peer peer;
+  std::mt19937_64 random{20240612};
+
+  SUBCASE("1000 random handles, in the importer and in the exporter") {
+    for (int round = 0; round < 1000; ++round) {
+      REQUIRE_MESSAGE(peer.open(random_handle(random)).status == hipErrorInvalidValue, "round ", round);
+      void* mapped = nullptr;
+      REQUIRE(hipIpcOpenMemHandle(&mapped, random_handle(random), 0) == hipErrorInvalidValue);
+    }
+  }
+  SUBCASE("a valid prefix followed by random bytes") {
+    for (std::size_t keep = 0; keep < sizeof valid.reserved; ++keep) {
+      hipIpcMemHandle_t forged = valid;
+      for (std::size_t index = keep; index < sizeof forged.reserved; ++index) {
+        forged.reserved[index] = static_cast<char>(random());
+      }
+      if (same(forged, valid)) continue;
+      Reply const reply = peer.open(forged);
+      CHECK_MESSAGE(reply.status == hipErrorInvalidValue, "kept ", keep, " bytes");
+      if (reply.status == hipSuccess) (void)peer.on_slot(Op::close, reply.value);
+    }
+  }
+  SUBCASE("a valid handle with one byte changed, at every position") {
+    for (std::size_t position = 0; position < sizeof valid.reserved; ++position) {
+      for (unsigned const flip : {0x01U, 0x80U, 0xFFU}) {
+        hipIpcMemHandle_t damaged = valid;
+        damaged.reserved[position] = static_cast<char>(static_cast<unsigned char>(damaged.reserved[position]) ^ flip);
+        Reply const reply = peer.open(damaged);
+        CHECK_MESSAGE(reply.status == hipErrorInvalidValue, "byte ", position, " xor ", flip);
+        if (reply.status == hipSuccess) (void)peer.on_slot(Op::close, reply.value);
+      }
+    }
+  }
+  Reply const opened = peer.open(valid);
+  REQUIRE(opened.status == hipSuccess);
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
+}
+
+TEST_CASE("after hipFree the old handle names nothing, even once the address is reused" *
+          doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  hipIpcMemHandle_t old_handle{};
+  void* const again = reallocate_same_address(kSize, &old_handle);
+  (void)DeviceBlock{kPage, 3}.handle();  // another export meanwhile changes nothing
+  {
+    Peer peer;
+    CHECK(peer.open(old_handle).status == hipErrorInvalidValue);
+  }
+  hipIpcMemHandle_t new_handle{};
+  REQUIRE(hipIpcGetMemHandle(&new_handle, again) == hipSuccess);
+  {
+    Peer peer;
+    CHECK(peer.open(old_handle).status == hipErrorInvalidValue);
+  }
+  CHECK(hipFree(again) == hipSuccess);
+}
