@@ -246,3 +246,26 @@ TEST_CASE("a refused memory call is the thread's last error") {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("hipPointerGetAttributes tells device, managed, mapped and host memory apart") {
+  void* device = nullptr;
+  void* managed = nullptr;
+  REQUIRE(hipMalloc(&device, 4096) == hipSuccess);
+  REQUIRE(hipMallocManaged(&managed, 4096, hipMemAttachGlobal) == hipSuccess);
+  hipPointerAttribute_t attributes{};
+  REQUIRE(hipPointerGetAttributes(&attributes, static_cast<char*>(device) + 100) == hipSuccess);
+  CHECK(attributes.type == hipMemoryTypeDevice);
+  CHECK(attributes.device == 0);
+  CHECK(attributes.isManaged == 0);
+  REQUIRE(hipPointerGetAttributes(&attributes, managed) == hipSuccess);
+  CHECK(attributes.type == hipMemoryTypeManaged);
+  CHECK(attributes.isManaged == 1);
+  CHECK(attributes.hostPointer == managed);
+  int on_stack = 0;
+  REQUIRE(hipPointerGetAttributes(&attributes, &on_stack) == hipSuccess);
+  CHECK(attributes.type == hipMemoryTypeUnregistered);
+  CHECK(hipPointerGetAttributes(&attributes, nullptr) == hipErrorInvalidValue);
+  CHECK(hipPointerGetAttributes(nullptr, device) == hipErrorInvalidValue);
+  CHECK(hipFree(managed) == hipSuccess);
+  CHECK(hipFree(device) == hipSuccess);
+}

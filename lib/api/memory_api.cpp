@@ -34,6 +34,10 @@ hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes, hipStream_t st
   return guarded([&](Runtime& runtime) { return runtime.fill_async(dst, value, sizeBytes, stream); });
 }
 
+hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr) {
+  return guarded([&](Runtime& runtime) { return runtime.pointer_attributes(attributes, ptr); });
+}
+
 // Signal memory is ordinary device memory here: every allocation can hold wait/write values.
 hipError_t hipExtMallocWithFlags(void** ptr, size_t sizeBytes, unsigned int flags) {
   return guarded([&](Runtime& runtime) {

@@ -326,6 +326,30 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   return hipSuccess;
 }
 
+hipError_t Runtime::pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const {
+  if (attributes == nullptr || ptr == nullptr) return hipErrorInvalidValue;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  hipPointerAttribute_t found{};
+  found.type = hipMemoryTypeUnregistered;
+  found.device = hipInvalidDeviceId;
+  std::shared_lock lock{mutex_};
+  if (const LinearAllocation* linear = address_space_.linear_containing(address)) {
+    const bool managed = linear->kind == LinearKind::managed;
+    found.type = managed ? hipMemoryTypeManaged : hipMemoryTypeDevice;
+    found.device = linear->device;
+    found.devicePointer = const_cast<void*>(ptr);
+    found.hostPointer = managed ? const_cast<void*>(ptr) : nullptr;
+    found.isManaged = managed ? 1 : 0;
+  } else if (const MappingRecord* mapping = address_space_.mapping_containing(address)) {
+    found.type = hipMemoryTypeDevice;
+    found.device = mapping->allocation->properties.location.id;
+    found.devicePointer = const_cast<void*>(ptr);
+  }
+  // Memory the books do not know is the host's own, unregistered: reported, not refused.
+  *attributes = found;
+  return hipSuccess;
+}
+
 BookCounts Runtime::counts() const {
   std::shared_lock lock{mutex_};
   return {.reservations = address_space_.reservation_count(),

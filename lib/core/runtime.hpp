@@ -106,6 +106,8 @@ class Runtime {
   [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
 
   [[nodiscard]] BookCounts counts() const;
+  // What the books know of an address (hipPointerGetAttributes).
+  [[nodiscard]] hipError_t pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const;
 
  private:
   [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept;
