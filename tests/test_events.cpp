@@ -362,9 +362,53 @@ TEST_CASE("an event outlives the stream it was recorded on") {
   CHECK(hipEventDestroy(stop) == hipSuccess);
 }
 
-// KNOWN BUG (may_fail): an event's marker holds a std::shared_ptr<Stream>, so a destroyed stream's
-// worker thread lives on for as long as an event last recorded on it does.
-TEST_CASE("a destroyed stream leaves no thread behind while an event recorded on it lives" * doctest::may_fail()) {
+TEST_CASE("an event recorded on a stream destroyed while busy completes when that work has run") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  hipEvent_t event = make_event();
+  gate.block(stream);
+  REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  std::this_thread::sleep_for(kSettle);
+  CHECK(hipEventQuery(event) == hipErrorNotReady);
+  // Another stream waiting on the event waits for the destroyed stream's work.
+  hipStream_t waiter = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipStreamWaitEvent(waiter, event, 0) == hipSuccess);
+  std::atomic<bool> waited{false};
+  add_flag_callback(waiter, &waited);
+  CHECK(still_pending(waiter));
+  CHECK_FALSE(waited.load());
+  std::thread opener = gate.open_later(50ms);
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipEventQuery(event) == hipSuccess);
+  CHECK(hipStreamSynchronize(waiter) == hipSuccess);
+  CHECK(waited.load());
+  opener.join();
+  CHECK(hipStreamDestroy(waiter) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+}
+
+TEST_CASE("a stream waiting on an event recorded on itself does not deadlock") {
+  LeakCheck leaks;
+  Gate gate;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  hipEvent_t event = make_event();
+  gate.block(stream);
+  REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+  REQUIRE(hipStreamWaitEvent(stream, event, 0) == hipSuccess);
+  std::atomic<bool> after{false};
+  add_flag_callback(stream, &after);
+  CHECK(still_pending(stream));
+  gate.open();
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(after.load());
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+// An event's marker must not keep a destroyed stream (and its worker thread) alive.
+TEST_CASE("a destroyed stream leaves no thread behind while an event recorded on it lives") {
   LeakCheck leaks;
   REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
   const std::size_t before = thread_count();

@@ -910,13 +910,11 @@ TEST_CASE("reuse honours null-stream ordering of the free") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Streams destroyed while the pool still remembers frees made on them.
-// KNOWN BUG (may_fail): a cached free block holds a std::shared_ptr<Stream> to the stream that
-// freed it, so a destroyed stream (and its worker thread) lives on until the block is reused or
-// trimmed, and whoever drops that last reference (hipMallocAsync, under the pool's mutex) joins
-// the worker and so waits for all of the destroyed stream's remaining work.
+// Streams destroyed while the pool still remembers frees made on them: a cached block must not
+// keep the stream (and its worker thread) alive, and whoever takes the block must not end up
+// joining that worker, which would wait for all of the destroyed stream's remaining work.
 
-TEST_CASE("streams destroyed after stream-ordered frees leave no thread behind" * doctest::may_fail()) {
+TEST_CASE("streams destroyed after stream-ordered frees leave no thread behind") {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool();
   set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);  // the freed blocks stay cached
@@ -936,8 +934,7 @@ TEST_CASE("streams destroyed after stream-ordered frees leave no thread behind" 
   CHECK(settled_thread_count(before) == before);
 }
 
-TEST_CASE("an allocation does not wait for later work of a destroyed stream whose free it reuses" *
-          doctest::may_fail()) {
+TEST_CASE("an allocation does not wait for later work of a destroyed stream whose free it reuses") {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool();
   set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);

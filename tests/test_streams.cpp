@@ -754,6 +754,40 @@ TEST_CASE("null stream: a synchronous hipMemset waits for earlier work on a bloc
   CHECK(hipFree(buffer) == hipSuccess);
 }
 
+TEST_CASE("null stream: work queued on a blocking stream before hipStreamDestroy still comes first") {
+  // hipStreamDestroy may return while the stream's work is pending; that work keeps its place
+  // ahead of null-stream work queued after it.
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 1024;
+  void* buffer = malloc_device(kBytes);
+  REQUIRE(hipMemset(buffer, 0, kBytes) == hipSuccess);
+  for (const int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    REQUIRE(hipMemset(buffer, 0, kBytes) == hipSuccess);
+    Gate gate;
+    hipStream_t blocking = make_stream(hipStreamDefault);
+    gate.block(blocking);
+    REQUIRE(hipMemsetAsync(buffer, 0x11, kBytes, blocking) == hipSuccess);
+    std::thread opener = gate.open_later(80ms);
+    CHECK(hipStreamDestroy(blocking) == hipSuccess);
+    if (variant == 0) {
+      CHECK(hipMemsetAsync(buffer, 0x22, kBytes, nullptr) == hipSuccess);  // null-stream order
+      CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+    } else if (variant == 1) {
+      CHECK(hipMemset(buffer, 0x22, kBytes) == hipSuccess);  // synchronous, null-stream order
+    } else {
+      // hipStreamSynchronize(null) waits for the blocking streams' work, this one's included.
+      CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+      CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x11));
+      CHECK(hipMemset(buffer, 0x22, kBytes) == hipSuccess);
+    }
+    opener.join();
+    CHECK(hipDeviceSynchronize() == hipSuccess);
+    CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x22));
+  }
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // hipStreamPerThread
 

@@ -63,7 +63,20 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
       std::erase_if(retiring_, [](const std::weak_ptr<Stream>& retired) { return retired.expired(); });
       retiring_.push_back(doomed);
     }
-    stream.enqueue([last = std::move(doomed)] { return hipSuccess; });
+    // The task gets a copy: this reference lives until enqueue has returned, since the worker may
+    // run the final task (and drop its copy) before enqueue's notify, which must not touch a
+    // destroyed stream. Whichever reference goes last destroys the stream.
+    // The final task leaves the retiring list under the registry's lock, after all of the stream's
+    // work: a device synchronisation (or null-stream barrier) that no longer finds the stream there
+    // is ordered after that work through the lock, not through an expired weak_ptr.
+    stream.enqueue([this, last = doomed] {
+      std::lock_guard lock{mutex_};
+      std::erase_if(retiring_, [&](const std::weak_ptr<Stream>& retired) {
+        return !retired.owner_before(last) && !last.owner_before(retired);
+      });
+      return hipSuccess;
+    });
+    doomed.reset();
     return hipSuccess;
   }
   doomed.reset();
@@ -109,6 +122,11 @@ std::vector<std::shared_ptr<Stream>> StreamRegistry::blocking_streams_locked(int
   std::vector<std::shared_ptr<Stream>> blocking;
   for (const auto& [id, stream] : streams_) {
     if (stream->traits().device == device && stream->blocking()) blocking.push_back(stream);
+  }
+  // A destroyed stream still finishing its queue keeps that work's place in null-stream order.
+  for (const std::weak_ptr<Stream>& retired : retiring_) {
+    std::shared_ptr<Stream> stream = retired.lock();
+    if (stream && stream->traits().device == device && stream->blocking()) blocking.push_back(std::move(stream));
   }
   return blocking;
 }
@@ -194,6 +212,10 @@ bool StreamRegistry::device_idle(int device) const {
   if (null_stream != nullptr && !null_stream->idle()) return false;
   for (const auto& [id, stream] : streams_) {
     if (stream->traits().device == device && !stream->idle()) return false;
+  }
+  for (const std::weak_ptr<Stream>& retired : retiring_) {
+    const std::shared_ptr<Stream> stream = retired.lock();
+    if (stream && stream->traits().device == device && !stream->idle()) return false;
   }
   return true;
 }
