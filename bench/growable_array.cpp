@@ -13,6 +13,8 @@
 //   peak_rss     VmHWM at the end, bytes
 //   peak_growth  VmHWM minus the RSS just before growing (the 64 MiB source buffer is already in it)
 //   peak_over    peak_growth minus the target size: what the strategy held beyond the data itself
+//   child_cpu_s  the child's user + system CPU time over the same span: on a busy machine a steadier
+//                comparison than wall time, since time spent waiting for a CPU is not counted
 // Time is the child's own steady-clock time for creating and growing (not freeing).
 //
 // HIPXX_BENCH_GROW_BYTES sets the largest target (default 8 GiB); 3/4 of it is measured too, where
@@ -24,6 +26,7 @@
 #include <benchmark/benchmark.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +49,7 @@ constexpr std::size_t kDefaultTarget = std::size_t{8} << 30;
 
 struct Measurement {
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system time of the child while growing: less disturbed by other load
   std::uint64_t peak_rss = 0;
   std::uint64_t rss_before = 0;
   int ok = 0;
@@ -80,8 +84,17 @@ std::vector<std::uint64_t> source_chunk() {
 
 using Clock = std::chrono::steady_clock;
 
+// User plus system CPU time of this process so far, in seconds (page faults count as system time).
+double cpu_now() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 bool grow_hipxx(std::size_t target, const std::vector<std::uint64_t>& chunk, Measurement& m) {
   const auto start = Clock::now();
+  const double cpu_start = cpu_now();
   auto array = hipxx::GrowableArray<std::uint64_t>::create(hipxx::Device{0}, target, kChunk);
   if (!array) {
     std::snprintf(m.error, sizeof m.error, "create: %s", array.error().message().c_str());
@@ -94,6 +107,7 @@ bool grow_hipxx(std::size_t target, const std::vector<std::uint64_t>& chunk, Mea
     }
   }
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.cpu_seconds = cpu_now() - cpu_start;
   m.peak_rss = status_kib("VmHWM:");
   // Spot-check one element per chunk, after the clock stopped.
   for (std::size_t index = 0; index < array.value().size(); index += chunk.size() + 1) {
@@ -109,6 +123,7 @@ bool grow_hipxx(std::size_t target, const std::vector<std::uint64_t>& chunk, Mea
 template <bool UseRealloc>
 bool grow_doubling(std::size_t target, const std::vector<std::uint64_t>& chunk, Measurement& m) {
   const auto start = Clock::now();
+  const double cpu_start = cpu_now();
   std::size_t capacity = kChunk;
   auto* data = static_cast<unsigned char*>(std::malloc(capacity));
   if (data == nullptr) return false;
@@ -138,6 +153,7 @@ bool grow_doubling(std::size_t target, const std::vector<std::uint64_t>& chunk, 
   }
   benchmark::DoNotOptimize(data);
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.cpu_seconds = cpu_now() - cpu_start;
   m.peak_rss = status_kib("VmHWM:");
   bool ok = true;
   for (std::size_t offset = 0; offset < target; offset += kChunk + sizeof(std::uint64_t)) {
@@ -212,6 +228,7 @@ void run(benchmark::State& state, Grow grow) {
   state.counters["peak_rss"] = Counter(static_cast<double>(m.peak_rss), Counter::kDefaults, Counter::kIs1024);
   state.counters["peak_growth"] = Counter(growth, Counter::kDefaults, Counter::kIs1024);
   state.counters["peak_over"] = Counter(growth - static_cast<double>(target), Counter::kDefaults, Counter::kIs1024);
+  state.counters["child_cpu_s"] = m.cpu_seconds;
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(target));
 }
 

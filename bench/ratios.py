@@ -10,7 +10,8 @@ group, and each group is compared against its baseline:
     other variant (other time / hipxx time), checked against the target (default 1.5), with the
     peak-memory counters of every variant.
 
-Where runs were repeated, the median aggregate is used if present, else the mean of the iterations.
+Where runs were repeated, the median aggregate is used if present, else the mean of the runs.
+VMM operations compare CPU time by default (--op-time real_time for wall-clock time).
 Usage: ratios.py [FILE.json ...]   (stdin when no file is given). Exit status 1 when a target is missed
 and --strict is given; stdlib only.
 """
@@ -52,8 +53,11 @@ def readable_arg(text):
     return text
 
 
-def collect(docs):
-    """{group key: {variant: {"time": ns, "counters": {...}}}}, in first-seen order."""
+def collect(docs, op_time):
+    """{group key: {variant: {"time": ns, "counters": {...}}}}, in first-seen order.
+
+    Groups with a raw variant are timed by `op_time` (cpu_time or real_time); the growth benchmark
+    always by real_time, which there is the child's own measured time (UseManualTime)."""
     samples = OrderedDict()
     medians = {}
     for doc in docs:
@@ -65,8 +69,10 @@ def collect(docs):
             if parsed is None:
                 continue
             _, variant, key = parsed
-            time = to_ns(bench.get("real_time", 0.0), bench.get("time_unit", "ns"))
-            counters = {k: v for k, v in bench.items() if k in ("peak_rss", "peak_growth", "peak_over")}
+            field = op_time if not name.startswith("BM_Grow/") else "real_time"
+            time = to_ns(bench.get(field, 0.0), bench.get("time_unit", "ns"))
+            counters = {k: v for k, v in bench.items()
+                        if k in ("peak_rss", "peak_growth", "peak_over", "child_cpu_s")}
             runs = samples.setdefault(key, OrderedDict()).setdefault(variant, [])
             if bench.get("run_type") == "aggregate":
                 if bench.get("aggregate_name") == "median":
@@ -116,10 +122,13 @@ def main():
     parser.add_argument("files", nargs="*", help="JSON files from --benchmark_out (stdin if none)")
     parser.add_argument("--op-target", type=float, default=1.15, help="largest acceptable hipxx/raw ratio")
     parser.add_argument("--growth-target", type=float, default=1.5, help="smallest acceptable speed-up of hipxx")
+    parser.add_argument("--op-time", choices=("cpu_time", "real_time"), default="cpu_time",
+                        help="which time of the VMM operations to compare (default cpu_time: the process's "
+                             "own CPU time, user and kernel, which other load on the machine disturbs least)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
 
-    groups = collect(load(args.files))
+    groups = collect(load(args.files), args.op_time)
     missed = 0
     op_rows = []
     growth_rows = []
@@ -143,8 +152,10 @@ def main():
                 missed += 0 if ok else 1
                 growth_rows.append((key, variant, mine, run, speedup, ok))
 
+    op_rows.sort(key=lambda row: (row[0], row[1]))
     if op_rows:
-        print(f"VMM operations: hipxx time / raw system calls (target <= {args.op_target:g}x)")
+        print(f"VMM operations: hipxx {args.op_time} / raw system calls' {args.op_time}"
+              f" (target <= {args.op_target:g}x)")
         print(f"  {'operation':<18} {'variant':<10} {'hipxx':>10} {'raw':>10} {'ratio':>7}")
         for key, variant, mine, raw, ratio, ok in op_rows:
             print(f"  {key:<18} {variant:<10} {mine:>10} {raw:>10} {ratio:>6.2f}x {'ok' if ok else 'MISSED'}")
@@ -152,14 +163,19 @@ def main():
         if op_rows:
             print()
         print(f"Growth: speed-up of hipxx over each alternative (target >= {args.growth_target:g}x)")
-        print(f"  {'benchmark':<22} {'vs':<12} {'hipxx':>9} {'other':>9} {'speed-up':>9}"
-              f"   {'hipxx peak over size':>21} {'other peak over size':>21}")
+        print("  (wall: the child's elapsed time; cpu: its user + system time, steadier on a busy machine;"
+              " peak over size: peak RSS growth beyond the data itself)")
+        print(f"  {'benchmark':<16} {'vs':<12} {'hipxx wall':>10} {'other wall':>10} {'speed-up':>8}"
+              f" {'cpu speed-up':>12}   {'hipxx peak over':>15} {'other peak over':>15}")
         for key, variant, mine, other, speedup, ok in growth_rows:
             mine_over = mine["counters"].get("peak_over")
             other_over = other["counters"].get("peak_over")
-            print(f"  {key:<22} {variant:<12} {human_time(mine['time']):>9} {human_time(other['time']):>9}"
-                  f" {speedup:>8.2f}x   {human_bytes(mine_over) if mine_over is not None else '-':>21}"
-                  f" {human_bytes(other_over) if other_over is not None else '-':>21}  {'ok' if ok else 'MISSED'}")
+            mine_cpu = mine["counters"].get("child_cpu_s")
+            other_cpu = other["counters"].get("child_cpu_s")
+            cpu = f"{other_cpu / mine_cpu:.2f}x" if mine_cpu and other_cpu is not None else "-"
+            print(f"  {key:<16} {variant:<12} {human_time(mine['time']):>10} {human_time(other['time']):>10}"
+                  f" {speedup:>7.2f}x {cpu:>12}   {human_bytes(mine_over) if mine_over is not None else '-':>15}"
+                  f" {human_bytes(other_over) if other_over is not None else '-':>15}  {'ok' if ok else 'MISSED'}")
     if not op_rows and not growth_rows:
         print("no benchmark pairs found (names must look like BM_<Op>/raw and BM_<Op>/hipxx)", file=sys.stderr)
         return 1

@@ -87,13 +87,12 @@ void print_granularity(int device) {
 }
 
 void print_total_memory(int device) {
-#if defined(HIPXX_INFO_HAVE_HIPDEVICETOTALMEM)
   std::size_t bytes = 0;
   if (hipDeviceTotalMem(&bytes, device) == hipSuccess) {
     std::printf("  %-22s %s\n", "total memory", bytes_text(bytes).c_str());
     return;
   }
-#endif
+  // Fall back on the attribute, an int.
   const Attribute total = attribute(hipDeviceAttributeTotalGlobalMem, device);
   if (total.error != hipSuccess) {
     std::printf("  %-22s ? (%s)\n", "total memory", hipGetErrorName(total.error));
@@ -166,16 +165,12 @@ void print_legacy_ipc(int device) {
 }
 
 void print_device(int device) {
-#if defined(HIPXX_INFO_HAVE_HIPDEVICEGETNAME)
   std::array<char, 256> name{};
   if (hipDeviceGetName(name.data(), static_cast<int>(name.size()), device) == hipSuccess) {
     std::printf("device %d: %s\n", device, name.data());
   } else {
-    std::printf("device %d\n", device);
+    std::printf("device %d (no name: hipDeviceGetName failed)\n", device);
   }
-#else
-  std::printf("device %d\n", device);
-#endif
   print_total_memory(device);
   print_granularity(device);
   const Attribute vmm = attribute(hipDeviceAttributeVirtualMemoryManagementSupported, device);
