@@ -22,8 +22,9 @@
 //               the growth) in a separate probe run, which also times the baseline's copies and fills
 //               on the device with CUDA events.
 //
-// No CUDA header or library is needed to build it: the driver's few types and entry points are declared
-// here and libcuda.so.1 is opened with dlopen. The program sets HIPXX_BACKEND=cuda itself before its
+// No CUDA header or library is needed to build it: the driver's types come from the CUDA backend's own
+// declarations (lib/backend/cuda/cuda_driver.hpp), the entry points it calls are listed here, and
+// libcuda.so.1 is opened with dlopen. The program sets HIPXX_BACKEND=cuda itself before its
 // first HIP call (except with --dry-run, which uses whatever backend HIPXX_BACKEND or auto selects).
 //
 // --dry-run runs every code path with N=3 and small sizes; the raw-CUDA side runs only where libcuda
@@ -33,6 +34,8 @@
 // --json=PATH. Exit status: 0 every row measured; 1 some benchmark failed (its row says why); 2 no usable
 // CUDA driver or device (full mode only); 3 the deadline passed (partial results are printed and
 // written); 64 bad command line.
+#include "backend/cuda/cuda_driver.hpp"
+
 #include <hipxx/device.hpp>
 #include <hipxx/growable_array.hpp>
 #include <hipxx/hip_runtime_api.h>
@@ -70,69 +73,20 @@
 namespace {
 
 // ------------------------------------------------------------------------------------------------
-// The CUDA driver, declared by hand. Every name, value and layout is part of the driver's stable C ABI
-// (LP64 Linux); enums get a fixed int underlying type, as a C compiler gives the driver's own.
+// The CUDA driver: its types and constants are the backend's own declarations (no CUDA header); the
+// bench adds the few it needs beyond the backend (events, host functions, the stream-ordered pool).
 // ------------------------------------------------------------------------------------------------
 namespace cu {
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
+using namespace hipxx::backend::cuda;
+
 using CUevent = struct CUevent_st*;
-using CUmemGenericAllocationHandle = unsigned long long;
 using CUhostFn = void (*)(void* user_data);
 
-inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
-inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
-inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
-
 inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
-
-enum CUdevice_attribute : int {
-  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
-  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
-  CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
-};
-
-enum CUmemAllocationType : int { CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
-enum CUmemAllocationHandleType : int { CU_MEM_HANDLE_TYPE_NONE = 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 };
-enum CUmemLocationType : int { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
-enum CUmemAccess_flags : int { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 };
-enum CUmemAllocationGranularity_flags : int { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0 };
-
-struct CUmemLocation {
-  CUmemLocationType type;
-  int id;
-};
-
-struct CUmemAllocationProp {
-  CUmemAllocationType type;
-  CUmemAllocationHandleType requestedHandleTypes;
-  CUmemLocation location;
-  void* win32HandleMetaData;
-  struct {
-    unsigned char compressionType;
-    unsigned char gpuDirectRDMACapable;
-    unsigned short usage;
-    unsigned char reserved[4];
-  } allocFlags;
-};
-
-struct CUmemAccessDesc {
-  CUmemLocation location;
-  CUmemAccess_flags flags;
-};
-
-static_assert(sizeof(CUmemLocation) == 8);
-static_assert(offsetof(CUmemAllocationProp, location) == 8);
-static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24);
-static_assert(sizeof(CUmemAllocationProp) == 32);
-static_assert(sizeof(CUmemAccessDesc) == 12);
-static_assert(sizeof(CUdeviceptr) == sizeof(void*));
+inline constexpr auto CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = static_cast<CUdevice_attribute>(115);
 
 // By the exact exported symbol: where cuda.h maps a name to `_v2`, only the `_v2` is the current ABI.
 // cuMemcpyDtoD_v2 and cuMemsetD8_v2 are the legacy-default-stream variants (not `_ptds`), the ones
@@ -365,6 +319,9 @@ struct Report {
   int driver_version = 0;
   std::vector<Row> rows;
   std::vector<std::string> notes;
+  // Per-step points of the growth probe runs: size reached, time since the start, memory held.
+  std::vector<double> grow_size_gib;
+  std::vector<double> grow_hipxx_ms, grow_hipxx_used_gib, grow_baseline_ms, grow_baseline_used_gib;
   bool complete = false;
   int exit_code = 0;
 };
@@ -468,6 +425,12 @@ std::string json_number(double value) {
   return buffer;
 }
 
+std::string json_array(const std::vector<double>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + json_number(values[i]);
+  return out + "]";
+}
+
 std::string json_stats(const std::optional<Stats>& stats, double scale) {
   if (!stats) return "null";
   std::ostringstream out;
@@ -498,7 +461,15 @@ std::string render_json(const Report& report) {
       << ", \"grow_target_bytes\": " << c.grow_target << ", \"grow_reps\": " << c.grow_reps << "},\n";
   out << "  \"notes\": [";
   for (std::size_t i = 0; i < report.notes.size(); ++i) out << (i ? ", " : "") << json_string(report.notes[i]);
-  out << "],\n  \"results\": [";
+  out << "],\n  \"growth_series\": {\"note\": "
+      << json_string("probe runs, one point per 64 MiB step: each step waits for its device work and queries "
+                     "cuMemGetInfo, so these times are slower than the timed rows; used = total - free above the "
+                     "start (hipxx: mapped bytes where the raw driver is unavailable)")
+      << ", \"size_gib\": " << json_array(report.grow_size_gib) << ", \"hipxx_ms\": " << json_array(report.grow_hipxx_ms)
+      << ", \"hipxx_used_gib\": " << json_array(report.grow_hipxx_used_gib)
+      << ", \"baseline_ms\": " << json_array(report.grow_baseline_ms)
+      << ", \"baseline_used_gib\": " << json_array(report.grow_baseline_used_gib) << "},\n";
+  out << "  \"results\": [";
   for (std::size_t i = 0; i < report.rows.size(); ++i) {
     const Row& row = report.rows[i];
     const auto ratio = row.ratio();
@@ -1130,11 +1101,19 @@ std::size_t device_used_bytes() {
   return total - free;
 }
 
-// What a probe run found: peak device memory above the starting point, and (baseline) device time.
+// What a probe run found: peak device memory above the starting point, (baseline) device time, and
+// after every step the time since the start and the device memory in use, for the growth plot.
 struct GrowProbe {
   std::size_t peak_bytes = 0;
   double device_ms = 0;
   bool device_timed = false;
+  std::vector<double> step_ms;
+  std::vector<double> step_used_gib;
+
+  void record_step(Clock::time_point start, std::size_t used_bytes) {
+    step_ms.push_back(ns_between(start, Clock::now()) / 1e6);
+    step_used_gib.push_back(static_cast<double>(used_bytes) / static_cast<double>(kGiB));
+  }
 };
 
 // Time in ns from the first call to all device work done; `probe` also watches memory (and the clock
@@ -1151,7 +1130,9 @@ double hip_grow(GrowProbe* probe) {
     value_or_throw(array.resize(size), "GrowableArray::resize");
     if (probe != nullptr) {
       const std::size_t used = g_raw ? device_used_bytes() : 0;
-      peak = std::max(peak, g_raw ? used - std::min(used, start_used) : array.mapped_bytes());
+      const std::size_t held = g_raw ? used - std::min(used, start_used) : array.mapped_bytes();
+      peak = std::max(peak, held);
+      probe->record_step(start, held);
     }
   }
   HIP_CHECK(hipDeviceSynchronize());
@@ -1184,6 +1165,13 @@ double cu_grow(GrowProbe* probe) {
     const std::size_t used = device_used_bytes();
     peak = std::max(peak, used - std::min(used, start_used));
   };
+  // Memory in use once a step is complete, with the clock: the points of the growth plot.
+  const auto step_done = [&](Clock::time_point start) {
+    if (probe == nullptr) return;
+    CU_CHECK(g_cu.cuCtxSynchronize());
+    const std::size_t used = device_used_bytes();
+    probe->record_step(start, used - std::min(used, start_used));
+  };
   // Device time of one step's copy and fill, on the legacy default stream they run on.
   const auto device_span = [&](const std::function<void()>& work) {
     if (probe == nullptr) return work();
@@ -1213,6 +1201,7 @@ double cu_grow(GrowProbe* probe) {
     }
     device_span([&] { CU_CHECK(g_cu.cuMemsetD8_v2(data + size, 0, chunk)); });
     watch();
+    step_done(start);
   }
   CU_CHECK(g_cu.cuCtxSynchronize());
   const double elapsed = ns_between(start, Clock::now());
@@ -1222,6 +1211,18 @@ double cu_grow(GrowProbe* probe) {
     probe->device_timed = true;
   }
   return elapsed;
+}
+
+void record_growth_series(const GrowProbe& hipxx, const GrowProbe& baseline) {
+  std::lock_guard lock{g_report_mutex};
+  g_report.grow_size_gib.clear();
+  for (std::size_t step = 1; step <= hipxx.step_ms.size(); ++step) {
+    g_report.grow_size_gib.push_back(static_cast<double>(step * g_config.grow_chunk) / static_cast<double>(kGiB));
+  }
+  g_report.grow_hipxx_ms = hipxx.step_ms;
+  g_report.grow_hipxx_used_gib = hipxx.step_used_gib;
+  g_report.grow_baseline_ms = baseline.step_ms;
+  g_report.grow_baseline_used_gib = baseline.step_used_gib;
 }
 
 void bench_grow() {
@@ -1253,6 +1254,7 @@ void bench_grow() {
   GrowProbe hip_probe, cu_probe;
   (void)hip_grow(&hip_probe);
   if (g_raw) (void)cu_grow(&cu_probe);
+  record_growth_series(hip_probe, cu_probe);
   Row memory_row = make_row("grow/peak device memory (" + label + ")", "GiB", static_cast<double>(kGiB),
                             {static_cast<double>(hip_probe.peak_bytes)},
                             g_raw ? std::vector<double>{static_cast<double>(cu_probe.peak_bytes)} : std::vector<double>{});
