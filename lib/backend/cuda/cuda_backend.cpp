@@ -22,6 +22,8 @@
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -136,11 +138,19 @@ class CudaBackend final : public Backend {
 
   hipError_t release_physical(PhysicalHandle handle) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    return to_hip(api_.cuMemRelease(handle.value));
+    if (const CUresult result = api_.cuMemRelease(handle.value); result != cuda::CUDA_SUCCESS) return to_hip(result);
+    forget_import_fd(handle.value);
+    return hipSuccess;
   }
 
   hipError_t export_fd(PhysicalHandle handle, int* fd) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    // The driver refuses to export an imported handle again; the fd it came from names the same
+    // allocation, so a copy of that fd is the export (as on the host backend, where it is the memfd).
+    if (const int imported = import_fd_of(handle.value); imported >= 0) {
+      *fd = fcntl(imported, F_DUPFD_CLOEXEC, 0);
+      return *fd >= 0 ? hipSuccess : hipErrorOutOfMemory;
+    }
     int exported = -1;
     if (const CUresult result = api_.cuMemExportToShareableHandle(
             &exported, handle.value, cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -163,6 +173,15 @@ class CudaBackend final : public Backend {
       // answer with assorted codes; HIP documents one: the handle is an invalid value.
       return result == cuda::CUDA_ERROR_OUT_OF_MEMORY ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
+    const int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (kept < 0) {
+      (void)api_.cuMemRelease(handle);
+      return hipErrorOutOfMemory;  // out of descriptors
+    }
+    {
+      std::lock_guard lock{mutex_};
+      import_fds_[handle] = kept;
+    }
     out->value = handle;
     *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
     return hipSuccess;
@@ -173,7 +192,9 @@ class CudaBackend final : public Backend {
     std::lock_guard lock{mutex_};
     if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0);
         result != cuda::CUDA_SUCCESS) {
-      return to_hip(result);
+      // The driver answers a size that is not the allocation's (which the books cannot check for an
+      // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
+      return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
     }
     // A new mapping is inaccessible to every device until cuMemSetAccess.
     mappings_[address_of(va)] = MappingState{
@@ -342,7 +363,8 @@ class CudaBackend final : public Backend {
   // The runtime's streams run their work in order on host threads, so the prefetch completes here.
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    const CUdevice target = device == hipCpuDeviceId ? cuda::CU_DEVICE_CPU : handles_.at(static_cast<std::size_t>(device)).device;
+    if (device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
+    const CUdevice target = device == hipCpuDeviceId ? cuda::CU_DEVICE_CPU : handle_of(device);
     if (const CUresult result = api_.cuMemPrefetchAsync(address_of(ptr), bytes, target, nullptr);
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
@@ -364,8 +386,11 @@ class CudaBackend final : public Backend {
       default: return hipSuccess;
     }
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    const CUdevice target = device == hipCpuDeviceId || device < 0 ? cuda::CU_DEVICE_CPU
-                                                                   : handles_.at(static_cast<std::size_t>(device)).device;
+    // Read-mostly ignores the device (HIP lets it be anything); the books have checked it for the rest.
+    const bool device_ignored =
+        driver_advice == cuda::CU_MEM_ADVISE_SET_READ_MOSTLY || driver_advice == cuda::CU_MEM_ADVISE_UNSET_READ_MOSTLY;
+    if (!device_ignored && device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
+    const CUdevice target = device_ignored || device == hipCpuDeviceId ? cuda::CU_DEVICE_CPU : handle_of(device);
     return to_hip(api_.cuMemAdvise(address_of(ptr), bytes, driver_advice, target));
   }
 
@@ -410,6 +435,21 @@ class CudaBackend final : public Backend {
   };
 
   [[nodiscard]] bool valid(int device) const noexcept { return device >= 0 && device < device_count(); }
+
+  // The fd an imported handle came from (kept open), or -1 for a handle created here.
+  [[nodiscard]] int import_fd_of(CUmemGenericAllocationHandle handle) {
+    std::lock_guard lock{mutex_};
+    const auto found = import_fds_.find(handle);
+    return found == import_fds_.end() ? -1 : found->second;
+  }
+
+  void forget_import_fd(CUmemGenericAllocationHandle handle) {
+    std::lock_guard lock{mutex_};
+    if (const auto found = import_fds_.find(handle); found != import_fds_.end()) {
+      close(found->second);
+      import_fds_.erase(found);
+    }
+  }
 
   [[nodiscard]] CUdevice handle_of(int device) const noexcept {
     return handles_[static_cast<std::size_t>(device)].device;
@@ -458,9 +498,10 @@ class CudaBackend final : public Backend {
   const DriverApi api_;
   const std::vector<DeviceHandles> handles_;
   const std::vector<DeviceProperties> devices_;
-  std::mutex mutex_;  // guards the two tables below; taken after the books' lock, never before it
+  std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
   std::unordered_map<CUdeviceptr, MappingState> mappings_;
   std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
+  std::unordered_map<CUmemGenericAllocationHandle, int> import_fds_;  // imported handle -> its fd, kept open
 };
 
 int attribute(const DriverApi& api, cuda::CUdevice_attribute which, CUdevice device) {
