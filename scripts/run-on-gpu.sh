@@ -7,6 +7,8 @@ build=${1:?usage: run-on-gpu.sh BUILD_DIR [LOG_DIR]}
 logs=${2:-$build/gpu-logs}
 mkdir -p "$logs"
 export HIPXX_BACKEND=cuda
+# What tests/meson.build gives the multi-process tests: the peer executables they start.
+export HIPXX_IPC_PEER=$build/tests/ipc_peer
 
 passed=0
 failed=0
