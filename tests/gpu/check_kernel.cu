@@ -6,17 +6,28 @@
 //      again keeps the contents, and a kernel can write the range again afterwards;
 //   4. where the device exports POSIX fds: the allocation, exported and imported again, mapped at a
 //      second address, shows a kernel the same bytes.
+// With two or more devices:
+//   5. access granted to device 1 lets its kernels read and write device 0's mapped memory; revoking
+//      it makes the books refuse device 1's copies while device 0 keeps the data;
+//   6. two processes on two GPUs: this program starts itself again (fork + exec: CUDA cannot continue
+//      in a forked child) on device 1, which opens a hipMalloc allocation of device 0 through a legacy
+//      IPC handle and imports the mapped allocation through its fd (sent with SCM_RIGHTS), checks both
+//      with kernels on device 1 and overwrites them; the first process sees the new bytes.
 // Exits 77 (skipped, for meson) only where the CUDA runtime itself sees no device; if it sees one and
 // hipxx does not, that is a failure.
 #include <hipxx/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
 #include <cuda_runtime.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -71,18 +82,23 @@ __global__ void count_mismatches(const unsigned char* bytes, std::size_t count, 
 constexpr unsigned kBlocks = 120;
 constexpr unsigned kThreads = 256;
 
-// Writes the pattern with a kernel and checks it through hipMemcpy.
-void kernel_writes(void* va, std::size_t size, std::uint32_t seed) {
+// Whether hipMemcpy (from the current device) brings back the pattern of `seed`.
+void expect_pattern(const void* va, std::size_t size, std::uint32_t seed) {
   const std::size_t count = size / sizeof(std::uint32_t);
-  write_pattern<<<kBlocks, kThreads>>>(static_cast<std::uint32_t*>(va), count, seed);
-  CUDA(cudaGetLastError());
-  CUDA(cudaDeviceSynchronize());
   std::vector<std::uint32_t> host(count, 0);
   if (!HIP(hipMemcpy(host.data(), va, size, hipMemcpyDeviceToHost))) return;
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) wrong += host[i] != pattern(i, seed) ? 1 : 0;
   if (wrong != 0) std::fprintf(stderr, "kernel pattern (seed %#x): %zu of %zu words wrong\n", seed, wrong, count);
   EXPECT(wrong == 0);
+}
+
+// Writes the pattern with a kernel on the current device and checks it through hipMemcpy.
+void kernel_writes(void* va, std::size_t size, std::uint32_t seed) {
+  write_pattern<<<kBlocks, kThreads>>>(static_cast<std::uint32_t*>(va), size / sizeof(std::uint32_t), seed);
+  CUDA(cudaGetLastError());
+  CUDA(cudaDeviceSynchronize());
+  expect_pattern(va, size, seed);
 }
 
 // Counts, with a kernel, the bytes of [va, va + size) that are not `expected`.
@@ -97,9 +113,153 @@ unsigned long long kernel_mismatches(const void* va, std::size_t size, unsigned 
   return mismatches;
 }
 
+bool use_device(int device) { return HIP(hipSetDevice(device)) && CUDA(cudaSetDevice(device)); }
+
+// What the first process sends the second: a legacy IPC handle, the sizes, and an fd alongside.
+struct PeerMessage {
+  hipIpcMemHandle_t ipc{};
+  std::size_t ipc_bytes = 0;
+  std::size_t mapped_bytes = 0;
+};
+
+bool send_message(int socket, const PeerMessage& message, int fd) {
+  iovec data{const_cast<PeerMessage*>(&message), sizeof message};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  cmsghdr* rights = CMSG_FIRSTHDR(&header);
+  rights->cmsg_level = SOL_SOCKET;
+  rights->cmsg_type = SCM_RIGHTS;
+  rights->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
+  return sendmsg(socket, &header, 0) == static_cast<ssize_t>(sizeof message);
+}
+
+bool receive_message(int socket, PeerMessage* message, int* fd) {
+  iovec data{message, sizeof *message};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  if (recvmsg(socket, &header, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof *message)) return false;
+  const cmsghdr* rights = CMSG_FIRSTHDR(&header);
+  if (rights == nullptr || rights->cmsg_type != SCM_RIGHTS) return false;
+  std::memcpy(fd, CMSG_DATA(rights), sizeof *fd);
+  return true;
+}
+
+// The second process of step 6, on device 1.
+int run_peer(int socket) {
+  if (!use_device(1)) return 1;
+  PeerMessage message;
+  int fd = -1;
+  if (!receive_message(socket, &message, &fd)) {
+    std::fprintf(stderr, "peer: no message\n");
+    return 1;
+  }
+  unsigned long long* counter = nullptr;
+  if (!HIP(hipMalloc(reinterpret_cast<void**>(&counter), sizeof *counter))) return 1;
+
+  void* opened = nullptr;
+  if (HIP(hipIpcOpenMemHandle(&opened, message.ipc, hipIpcMemLazyEnablePeerAccess))) {
+    EXPECT(kernel_mismatches(opened, message.ipc_bytes, 0x42, counter) == 0);
+    HIP(hipMemset(opened, 0x43, message.ipc_bytes));
+    HIP(hipDeviceSynchronize());
+    HIP(hipIpcCloseMemHandle(opened));
+  }
+
+  hipMemGenericAllocationHandle_t imported{};
+  void* va = nullptr;
+  const hipMemAccessDesc device1{{hipMemLocationTypeDevice, 1}, hipMemAccessFlagsProtReadWrite};
+  if (HIP(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                          hipMemHandleTypePosixFileDescriptor)) &&
+      HIP(hipMemAddressReserve(&va, message.mapped_bytes, 0, nullptr, 0))) {
+    if (HIP(hipMemMap(va, message.mapped_bytes, 0, imported, 0))) {
+      HIP(hipMemSetAccess(va, message.mapped_bytes, &device1, 1));
+      EXPECT(kernel_mismatches(va, message.mapped_bytes, 0x3c, counter) == 0);
+      HIP(hipMemset(va, 0x3d, message.mapped_bytes));
+      HIP(hipMemUnmap(va, message.mapped_bytes));
+    }
+    HIP(hipMemAddressFree(va, message.mapped_bytes));
+    HIP(hipMemRelease(imported));
+  }
+  close(fd);
+  HIP(hipFree(counter));
+  const char done = ok ? 'k' : 'x';
+  if (write(socket, &done, 1) != 1) return 1;
+  return ok ? 0 : 1;
+}
+
+// Step 6 in the first process: start the peer on device 1 and check what it wrote.
+void two_processes(void* mapped, std::size_t mapped_bytes, hipMemGenericAllocationHandle_t handle,
+                   unsigned long long* counter) {
+  const std::size_t ipc_bytes = std::size_t{1} << 20;
+  void* shared = nullptr;
+  PeerMessage message;
+  int fd = -1;
+  if (!HIP(hipMalloc(&shared, ipc_bytes)) || !HIP(hipMemset(shared, 0x42, ipc_bytes)) ||
+      !HIP(hipIpcGetMemHandle(&message.ipc, shared)) ||
+      !HIP(hipMemExportToShareableHandle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0))) {
+    return;
+  }
+  HIP(hipMemset(mapped, 0x3c, mapped_bytes));
+  message.ipc_bytes = ipc_bytes;
+  message.mapped_bytes = mapped_bytes;
+  int sockets[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) != 0) {
+    std::perror("socketpair");
+    ok = false;
+    return;
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    close(sockets[0]);
+    const std::string socket_arg = std::to_string(sockets[1]);
+    execl("/proc/self/exe", "gpu-kernel-check", "--peer", socket_arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sockets[1]);
+  EXPECT(send_message(sockets[0], message, fd));
+  close(fd);
+  char done = 0;
+  EXPECT(read(sockets[0], &done, 1) == 1 && done == 'k');
+  int status = 0;
+  EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(sockets[0]);
+  EXPECT(kernel_mismatches(shared, ipc_bytes, 0x43, counter) == 0);
+  EXPECT(kernel_mismatches(mapped, mapped_bytes, 0x3d, counter) == 0);
+  HIP(hipFree(shared));
+}
+
+// Step 5: device 1 works on device 0's memory while it has access, and is refused once it has none.
+void second_device(void* va, std::size_t size, const hipMemAccessDesc& device0) {
+  const hipMemAccessDesc both[2] = {device0, {{hipMemLocationTypeDevice, 1}, hipMemAccessFlagsProtReadWrite}};
+  const hipMemAccessDesc revoke{{hipMemLocationTypeDevice, 1}, hipMemAccessFlagsProtNone};
+  HIP(hipMemSetAccess(va, size, both, 2));
+  HIP(hipMemset(va, 0x5a, size));
+  if (!use_device(1)) return;
+  unsigned long long* counter = nullptr;
+  if (HIP(hipMalloc(reinterpret_cast<void**>(&counter), sizeof *counter))) {
+    EXPECT(kernel_mismatches(va, size, 0x5a, counter) == 0);
+    kernel_writes(va, size, 0xd1ce0001u);
+    HIP(hipFree(counter));
+  }
+  HIP(hipMemSetAccess(va, size, &revoke, 1));
+  unsigned char probe = 0;
+  EXPECT(hipMemcpy(&probe, va, 1, hipMemcpyDeviceToHost) == hipErrorInvalidValue);  // device 1 has no access
+  use_device(0);
+  expect_pattern(va, size, 0xd1ce0001u);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--peer") == 0) return run_peer(std::atoi(argv[2]));
   int cuda_devices = 0;
   if (cudaGetDeviceCount(&cuda_devices) != cudaSuccess || cuda_devices == 0) {
     std::printf("gpu-kernel-check: skipped, the CUDA runtime sees no device\n");
@@ -178,6 +338,14 @@ int main() {
     }
   } else {
     std::printf("gpu-kernel-check: device 0 exports no POSIX fds; step 4 skipped\n");
+  }
+
+  if (devices >= 2) {
+    second_device(va, size, read_write);
+    if (exportable) two_processes(va, size, handle, counter);
+    std::printf("gpu-kernel-check: steps 5 and 6 ran on devices 0 and 1\n");
+  } else {
+    std::printf("gpu-kernel-check: one device; steps 5 and 6 need two\n");
   }
 
   HIP(hipFree(counter));
