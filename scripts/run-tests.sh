@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds hipxx and runs its whole test suite twice: a normal build (benchmarks compiled too), then a
-# build with AddressSanitizer and UndefinedBehaviorSanitizer. On a fresh Debian 12 machine run it as
+# Builds hipxx and runs its whole test suite three times: a normal build (benchmarks compiled too),
+# a build with AddressSanitizer and UndefinedBehaviorSanitizer, and one with ThreadSanitizer. On a fresh Debian 12 machine run it as
 # root: it first installs whatever build dependency is missing with apt-get.
 #
-# The last line is "N passed, N failed", meson's counts over both runs, for CI to read. The exit
+# The last line is "N passed, N failed", meson's counts over all runs, for CI to read. The exit
 # status is non-zero when anything failed, including a build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +62,7 @@ run_suite() {
   fi
   echo "==> $name: test"
   # The exit status is read from the test log below, with everything else.
-  meson test -C "$dir" --print-errorlogs ${MESON_TEST_ARGS:-} || true
+  ${TEST_WRAPPER:-} meson test -C "$dir" --print-errorlogs ${MESON_TEST_ARGS:-} || true
   logs+=("$dir/meson-logs/testlog.json")
 }
 
@@ -78,6 +78,15 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_sta
 MESON_TEST_ARGS="--timeout-multiplier=3" \
   run_suite "ASan+UBSan build" build-asan -Dbuildtype=debug -Dtests=true -Dbench=false \
     -Db_sanitize=address,undefined
+
+# ThreadSanitizer: every test again, for the runtime's threads (stream workers, pool and IPC brokers).
+# TSan's shadow memory needs the fixed layout that some kernels' address randomisation breaks ("unexpected
+# memory mapping"), so the tests run with randomisation off where the machine lets us turn it off.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+tsan_wrapper=""
+if setarch "$(uname -m)" -R true 2>/dev/null; then tsan_wrapper="setarch $(uname -m) -R"; fi
+TEST_WRAPPER=$tsan_wrapper MESON_TEST_ARGS="--timeout-multiplier=4" \
+  run_suite "TSan build" build-tsan -Dbuildtype=debug -Dtests=true -Dbench=false -Db_sanitize=thread
 
 python3 - "$failed_builds" "${logs[@]}" <<'PY'
 import json
