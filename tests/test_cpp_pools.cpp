@@ -99,7 +99,7 @@ TEST_CASE("pool vocabulary types: owners move, references copy") {
   static_assert(!device_storable<std::string> && !device_storable<float const>);
 }
 
-TEST_CASE("default and current pools of a device") {
+TEST_CASE("default and current pools of a device" * doctest::test_suite("devices-2")) {
   auto const fallback = MemPool::default_for(gpu0);
   REQUIRE(fallback);
   auto const current = MemPool::current_for(gpu0);
@@ -362,7 +362,7 @@ TEST_CASE("typed pool arrays") {
   CHECK(used(pool) >= bytes.size());
 }
 
-TEST_CASE("pool access from ranges of devices") {
+TEST_CASE("pool access from ranges of devices" * doctest::test_suite("devices-2")) {
   auto const pool = make_pool();
   CHECK(pool.access(gpu0).value() == Access::read_write);
   CHECK(pool.access(gpu1).value() == Access::none);

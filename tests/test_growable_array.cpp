@@ -363,7 +363,7 @@ TEST_CASE("the capacity limit is an error that changes nothing") {
   CHECK(holds_values(array, 0, array.size()));
 }
 
-TEST_CASE("a grow that fails midway unmaps what it mapped and leaves the array unchanged") {
+TEST_CASE("a grow that fails midway unmaps what it mapped and leaves the array unchanged" * doctest::test_suite("host-only")) {
   auto const backend = std::string{hipxxGetBackendName()};
   REQUIRE_MESSAGE(backend == "host", "provoking a failed hipMemCreate relies on the host backend's memfds");
 

@@ -176,7 +176,7 @@ TEST_CASE("the hip error category names HIP's errors and maps them to portable c
   CHECK_THROWS_AS(bad.value(), std::system_error);
 }
 
-TEST_CASE("devices: count, current device, attributes and granularity") {
+TEST_CASE("devices: count, current device, attributes and granularity" * doctest::test_suite("devices-2")) {
   auto const count = device_count();
   REQUIRE(count);
   CHECK(count.value() == 2);
@@ -261,7 +261,7 @@ TEST_CASE("access descriptors are built from std and range-v3 ranges of devices"
   CHECK(native[1].flags == hipMemAccessFlagsProtRead);
 }
 
-TEST_CASE("PhysicalAllocation: create, properties, move, release") {
+TEST_CASE("PhysicalAllocation: create, properties, move, release" * doctest::test_suite("devices-2")) {
   std::size_t const bytes = 4 * page_granularity();
   auto const before = books();
   {
@@ -357,7 +357,7 @@ TEST_CASE("VirtualRange: reserve, contains, move, free") {
   CHECK(books().reservations == before.reservations);
 }
 
-TEST_CASE("Mapping: no access until granted, per-device access, data through hipMemcpy") {
+TEST_CASE("Mapping: no access until granted, per-device access, data through hipMemcpy" * doctest::test_suite("devices-2")) {
   std::size_t const bytes = 4 * page_granularity();
   auto range = VirtualRange::reserve(2 * bytes).value();
   auto allocation = PhysicalAllocation::create(Device{0}, bytes).value();
@@ -656,7 +656,7 @@ TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload"
   CHECK(open_fd_count() == fds_before);
 }
 
-TEST_CASE("fd passing across fork(): data written through one mapping is seen through another") {
+TEST_CASE("fd passing across fork(): data written through one mapping is seen through another" * doctest::test_suite("fork-child")) {
   std::size_t const bytes = 8 * page_granularity();
   auto const first = pattern(bytes, 7);
   auto const second = pattern(bytes, 8);
@@ -715,7 +715,7 @@ TEST_CASE("fd passing across fork(): data written through one mapping is seen th
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("destroying a VirtualRange that still has mappings terminates instead of freeing under them") {
+TEST_CASE("destroying a VirtualRange that still has mappings terminates instead of freeing under them" * doctest::test_suite("fork-child")) {
   std::size_t const page = page_granularity();
   pid_t const child = ::fork();
   REQUIRE(child >= 0);

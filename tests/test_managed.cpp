@@ -174,7 +174,7 @@ TEST_CASE("a fresh allocation has no advice") {
   CHECK(accessed_by(memory, 0, memory.size) == Ids{-2, -2, -2, -2});
 }
 
-TEST_CASE("every advice value, set and unset") {
+TEST_CASE("every advice value, set and unset" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   Managed memory{4 * kPage};
   std::size_t const all = memory.size;
@@ -242,7 +242,7 @@ TEST_CASE("every advice value, set and unset") {
 // ---------------------------------------------------------------------------------------------
 // Sub-ranges: the per-page state splits at the edges of advice and merges back.
 
-TEST_CASE("advice on the middle third: the whole range is mixed, each third answers for itself") {
+TEST_CASE("advice on the middle third: the whole range is mixed, each third answers for itself" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   std::size_t const third = 3 * kPage;
   Managed memory{3 * third};
@@ -332,7 +332,7 @@ TEST_CASE("advice rounds out to whole pages") {
   CHECK(coherency(memory, 3 * kPage + 1, 3) == hipMemRangeCoherencyModeCoarseGrain);
 }
 
-TEST_CASE("AccessedBy result buffers: size is a multiple of 4; fewer slots keep the first ids") {
+TEST_CASE("AccessedBy result buffers: size is a multiple of 4; fewer slots keep the first ids" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   Managed memory{2 * kPage};
   for (int const device : {hipCpuDeviceId, 0, 1, 2}) advise(memory, 0, memory.size, hipMemAdviseSetAccessedBy, device);
@@ -417,7 +417,7 @@ TEST_CASE("bad range queries: sizes, attributes, pointers") {
   CHECK(hipFree(device) == hipSuccess);
 }
 
-TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call") {
+TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   Managed memory{6 * kPage};
   advise(memory, 0, memory.size, hipMemAdviseSetReadMostly);
@@ -489,7 +489,7 @@ TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call") {
 // ---------------------------------------------------------------------------------------------
 // Prefetch.
 
-TEST_CASE("prefetch is stream ordered: LastPrefetchLocation changes only when the stream gets there") {
+TEST_CASE("prefetch is stream ordered: LastPrefetchLocation changes only when the stream gets there" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   Managed memory{8 * kPage};
   hipStream_t const stream = stest::make_stream(hipStreamNonBlocking);
@@ -587,7 +587,7 @@ TEST_CASE("hipStreamAttachMemAsync: the base of a managed allocation, whole, wit
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
-TEST_CASE("hipFree of managed memory with prefetches still queued waits for them") {
+TEST_CASE("hipFree of managed memory with prefetches still queued waits for them" * doctest::test_suite("devices-2")) {
   stest::LeakCheck leaks;
   void* pointer = nullptr;
   REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
@@ -684,7 +684,7 @@ TEST_CASE("ManagedBuffer: moves, adopt and release") {
   CHECK(adopted.read_mostly().value() == false);
 }
 
-TEST_CASE("ManagedBuffer: typed advice and attributes, over the whole and over sub-ranges") {
+TEST_CASE("ManagedBuffer: typed advice and attributes, over the whole and over sub-ranges" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   std::size_t const per_page = kPage / sizeof(int);
   auto buffer = ManagedBuffer<int>::create(9 * per_page).value();
@@ -771,7 +771,7 @@ TEST_CASE("ManagedBuffer: typed advice and attributes, over the whole and over s
   }
 }
 
-TEST_CASE("ManagedBuffer: prefetch is stream ordered, attach takes a stream") {
+TEST_CASE("ManagedBuffer: prefetch is stream ordered, attach takes a stream" * doctest::test_suite("devices-2")) {
   stest::LeakCheck leaks;
   auto buffer = ManagedBuffer<std::byte>::create(4 * kPage).value();
   auto stream = hipxx::Stream::create(hipxx::StreamFlags::non_blocking).value();

@@ -125,10 +125,15 @@ TEST_CASE("hipFree: nullptr is fine; double, interior and unknown pointers are r
   std::vector<int> on_heap(16);
   CHECK_REFUSED(hipFree(on_heap.data()), hipErrorInvalidValue);
   // A VMM reservation is not hipMalloc memory.
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location.type = hipMemLocationTypeDevice;
+  std::size_t granularity = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&granularity, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
   void* reserved = nullptr;
-  REQUIRE(hipMemAddressReserve(&reserved, 4096, 0, nullptr, 0) == hipSuccess);
+  REQUIRE(hipMemAddressReserve(&reserved, granularity, 0, nullptr, 0) == hipSuccess);
   CHECK_REFUSED(hipFree(reserved), hipErrorInvalidValue);
-  CHECK(hipMemAddressFree(reserved, 4096) == hipSuccess);
+  CHECK(hipMemAddressFree(reserved, granularity) == hipSuccess);
 
   CHECK(hipFree(ptr) == hipSuccess);
   CHECK_REFUSED(hipFree(ptr), hipErrorInvalidValue);

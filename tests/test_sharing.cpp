@@ -341,7 +341,7 @@ static void child_reads_and_replies() {
   CHECK(close_view(view) == hipSuccess);
   CHECK(hipMemRelease(handle) == hipSuccess);
 }
-TEST_CASE("two processes: the child reads the parent's pattern and the parent sees the reply") {
+TEST_CASE("two processes: the child reads the parent's pattern and the parent sees the reply" * doctest::test_suite("fork-child")) {
   run_checked(child_reads_and_replies);
 }
 
@@ -366,7 +366,7 @@ static void memory_outlives_exporter() {
   CHECK(read_all(child.socket, &done, 1));
   CHECK(finish(child) == 0);
 }
-TEST_CASE("two processes: the memory outlives everything the exporter held") {
+TEST_CASE("two processes: the memory outlives everything the exporter held" * doctest::test_suite("fork-child")) {
   run_checked(memory_outlives_exporter);
 }
 
@@ -395,7 +395,7 @@ static void several_children() {
   CHECK(close_view(view) == hipSuccess);
   CHECK(hipMemRelease(handle) == hipSuccess);
 }
-TEST_CASE("two processes: several children share one allocation") {
+TEST_CASE("two processes: several children share one allocation" * doctest::test_suite("fork-child")) {
   run_checked(several_children);
 }
 
@@ -410,7 +410,7 @@ static void child_refuses_a_pipe() {
   close(pipe_fds[1]);
   CHECK(finish(child) == 2);
 }
-TEST_CASE("two processes: a child that gets a non-exportable fd fails cleanly") {
+TEST_CASE("two processes: a child that gets a non-exportable fd fails cleanly" * doctest::test_suite("fork-child")) {
   run_checked(child_refuses_a_pipe);
 }
 

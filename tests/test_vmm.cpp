@@ -248,7 +248,7 @@ Handle forged_handle() { return reinterpret_cast<Handle>(static_cast<std::uintpt
 // =============================================================================================
 TEST_SUITE_BEGIN("vmm");
 
-TEST_CASE("granularity: minimum is the page size and recommended is 2 MiB") {
+TEST_CASE("granularity: minimum is the page size and recommended is 2 MiB" * doctest::test_suite("host-only")) {
   CHECK(granularity(hipMemAllocationGranularityMinimum) == static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
   CHECK(granularity(hipMemAllocationGranularityRecommended) == (std::size_t{2} << 20));
   // Any requested handle type gives the same answer.
@@ -1263,7 +1263,7 @@ TEST_CASE("a refused VMM call is the thread's last error") {
 
 // ---------------------------------------------------------------------------------------------
 // Host backend only: what the pages really allow. HIPXX_BACKEND=host is set by the test registration.
-TEST_CASE("host backend: page protection follows the access flags") {
+TEST_CASE("host backend: page protection follows the access flags" * doctest::test_suite("host-only")) {
   require_host_backend();
   LeakCheck leaks;
   void* base = reserve(2 * G);
@@ -1305,7 +1305,7 @@ TEST_CASE("host backend: page protection follows the access flags") {
   CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
 }
 
-TEST_CASE("host backend: a free hint is honoured, and alignment with it") {
+TEST_CASE("host backend: a free hint is honoured, and alignment with it" * doctest::test_suite("host-only")) {
   require_host_backend();
   LeakCheck leaks;
   void* probe = reserve(std::size_t{8} << 20, std::size_t{4} << 20);
@@ -1319,7 +1319,7 @@ TEST_CASE("host backend: a free hint is honoured, and alignment with it") {
   CHECK(hipMemAddressFree(aligned, G) == hipSuccess);
 }
 
-TEST_CASE("host backend: a mapping is a shared view of the physical memory") {
+TEST_CASE("host backend: a mapping is a shared view of the physical memory" * doctest::test_suite("host-only")) {
   require_host_backend();
   LeakCheck leaks;
   void* base = reserve(2 * G);
