@@ -26,7 +26,7 @@ enum class Op : std::uint32_t {
   fill,         // writes pattern `seed` over [offset, offset + length) of slot (hipMemcpy)
   verify,       // reads it back (hipMemcpy); reply.value = bytes that differ from pattern `seed`
   scribble,     // a thread rewrites [offset, offset + length) of slot forever; replies after one pass
-  exit,         // replies, then exits 0
+  exit,         // replies, then exits 0 (normally, with exit(), unless scribblers run)
 };
 
 struct Request {

@@ -747,6 +747,29 @@ TEST_CASE("an exporter killed with SIGKILL: importers keep the data; the next pr
   CHECK(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipErrorInvalidValue);
 }
 
+TEST_CASE("an exporter that exits normally without hipFree leaves no name behind" * doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  void* mapped = nullptr;
+  std::vector<std::string> names;
+  {
+    Peer peer;
+    Request request{};
+    request.op = Op::export_new;
+    request.length = kSize;
+    request.seed = 61;
+    Reply const exported = peer.call(request);
+    REQUIRE(exported.status == hipSuccess);
+    names = shm_names_of(peer.pid());
+    REQUIRE(names.size() == 1);
+    REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipSuccess);
+  }  // the peer exits here, its allocation still exported
+  CHECK_FALSE(shm_exists(names[0]));
+  // What was open stays open.
+  CHECK(mismatches(mapped, 0, kSize, 61) == 0);
+  CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
+}
+
 TEST_CASE("a fresh process start removes names of dead exporters and only those" * doctest::test_suite("host-only")) {
   int exit_code = -1;
   pid_t const dead = run_peer_mode("exit", &exit_code);

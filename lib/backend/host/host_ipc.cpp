@@ -11,6 +11,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 #include <string_view>
 
 namespace hipxx::backend::host {
@@ -61,6 +64,42 @@ bool fill_random(std::array<std::uint8_t, 16>& token) {
     filled += static_cast<std::size_t>(got);
   }
   return true;
+}
+
+// The names this process has exported and not yet unlinked. The backend (and so IpcExports) lives
+// until the process ends and is never destroyed, so without this a program that exits normally
+// while exports are live would leave their objects in /dev/shm until some later process start
+// notices the dead pid. At normal exit the names go; mappings already open elsewhere stay, as after
+// hipFree. A forked child inherits the list but unlinks only names it exported itself.
+class NamesToUnlinkAtExit {
+ public:
+  NamesToUnlinkAtExit() = default;
+  NamesToUnlinkAtExit(const NamesToUnlinkAtExit&) = delete;
+  NamesToUnlinkAtExit& operator=(const NamesToUnlinkAtExit&) = delete;
+  ~NamesToUnlinkAtExit() {
+    std::lock_guard lock{mutex_};
+    for (const auto& [name, exporter] : names_) {
+      if (exporter == getpid()) shm_unlink(name.c_str());
+    }
+  }
+
+  void add(const std::string& name) {
+    std::lock_guard lock{mutex_};
+    names_.emplace(name, getpid());
+  }
+  void remove(const std::string& name) {
+    std::lock_guard lock{mutex_};
+    names_.erase(name);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, pid_t> names_;
+};
+
+NamesToUnlinkAtExit& names_to_unlink_at_exit() {
+  static NamesToUnlinkAtExit names;
+  return names;
 }
 
 std::size_t page_rounded(std::size_t size) {
@@ -120,6 +159,7 @@ hipError_t IpcExports::get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t
   }
   std::memcpy(handle, &fields, sizeof fields);
   exported_.emplace(reinterpret_cast<std::uintptr_t>(ptr), *handle);
+  names_to_unlink_at_exit().add(name);
   return hipSuccess;
 }
 
@@ -129,7 +169,9 @@ void IpcExports::forget(void* ptr) {
   if (found == exported_.end()) return;
   HandleFields fields{};
   std::memcpy(&fields, &found->second, sizeof fields);
-  shm_unlink(object_name(fields).c_str());
+  const std::string name = object_name(fields);
+  shm_unlink(name.c_str());
+  names_to_unlink_at_exit().remove(name);
   exported_.erase(found);
 }
 
