@@ -88,42 +88,13 @@ inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 inline constexpr auto CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = static_cast<CUdevice_attribute>(115);
 
-// By the exact exported symbol: where cuda.h maps a name to `_v2`, only the `_v2` is the current ABI.
-// cuMemcpyDtoD_v2 and cuMemsetD8_v2 are the legacy-default-stream variants (not `_ptds`), the ones
-// hipxx's CUDA backend uses too. cuEventElapsedTime_v2 (CUDA 12.8+) falls back to cuEventElapsedTime.
-#define GPU_BENCH_CUDA_ENTRY_POINTS(X)                                                                      \
-  X(cuInit, CUresult (*)(unsigned flags))                                                                   \
+// The entry points: the CUDA backend's own list (lib/backend/cuda/cuda_driver.hpp), and the few the
+// bench calls beyond it, by the exact exported symbol. cuEventElapsedTime_v2 (CUDA 12.8+) falls back to
+// cuEventElapsedTime.
+#define GPU_BENCH_EXTRA_ENTRY_POINTS(X)                                                                     \
   X(cuDriverGetVersion, CUresult (*)(int* version))                                                         \
-  X(cuGetErrorName, CUresult (*)(CUresult error, const char** name))                                        \
-  X(cuDeviceGetCount, CUresult (*)(int* count))                                                             \
-  X(cuDeviceGet, CUresult (*)(CUdevice * device, int ordinal))                                              \
-  X(cuDeviceGetName, CUresult (*)(char* name, int length, CUdevice device))                                 \
-  X(cuDeviceGetAttribute, CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device))          \
-  X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext * context, CUdevice device))                           \
-  X(cuCtxSetCurrent, CUresult (*)(CUcontext context))                                                       \
-  X(cuCtxSynchronize, CUresult (*)())                                                                       \
   X(cuMemGetInfo_v2, CUresult (*)(std::size_t * free, std::size_t * total))                                 \
-  X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes))                                      \
-  X(cuMemFree_v2, CUresult (*)(CUdeviceptr ptr))                                                            \
   X(cuMemcpyDtoD_v2, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                    \
-  X(cuMemsetD8_v2, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count))                   \
-  X(cuMemAddressReserve, CUresult (*)(CUdeviceptr * ptr, std::size_t size, std::size_t alignment,           \
-                                      CUdeviceptr hint, unsigned long long flags))                          \
-  X(cuMemAddressFree, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                      \
-  X(cuMemCreate, CUresult (*)(CUmemGenericAllocationHandle * handle, std::size_t size,                      \
-                              const CUmemAllocationProp* prop, unsigned long long flags))                   \
-  X(cuMemRelease, CUresult (*)(CUmemGenericAllocationHandle handle))                                        \
-  X(cuMemMap, CUresult (*)(CUdeviceptr ptr, std::size_t size, std::size_t offset,                           \
-                           CUmemGenericAllocationHandle handle, unsigned long long flags))                  \
-  X(cuMemUnmap, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                            \
-  X(cuMemSetAccess, CUresult (*)(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc,           \
-                                 std::size_t count))                                                        \
-  X(cuMemExportToShareableHandle, CUresult (*)(void* shareable, CUmemGenericAllocationHandle handle,        \
-                                               CUmemAllocationHandleType type, unsigned long long flags))   \
-  X(cuMemImportFromShareableHandle, CUresult (*)(CUmemGenericAllocationHandle * handle, void* os_handle,    \
-                                                 CUmemAllocationHandleType type))                           \
-  X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity, const CUmemAllocationProp* prop, \
-                                                CUmemAllocationGranularity_flags option))                   \
   X(cuStreamCreate, CUresult (*)(CUstream * stream, unsigned flags))                                        \
   X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                                      \
   X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                                     \
@@ -135,6 +106,8 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = static_cast<C
   X(cuMemAllocAsync, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, CUstream stream))                   \
   X(cuMemFreeAsync, CUresult (*)(CUdeviceptr ptr, CUstream stream))                                         \
   X(cuLaunchHostFunc, CUresult (*)(CUstream stream, CUhostFn fn, void* user_data))
+
+#define GPU_BENCH_CUDA_ENTRY_POINTS(X) HIPXX_CUDA_DRIVER_ENTRY_POINTS(X) GPU_BENCH_EXTRA_ENTRY_POINTS(X)
 
 struct Driver {
 #define GPU_BENCH_DECLARE(name, type) std::type_identity_t<type> name = nullptr;
