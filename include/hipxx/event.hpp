@@ -2,6 +2,7 @@
 // wait on (wait()), and two of which time the work between them (elapsed()).
 #pragma once
 
+#include <hipxx/detail/unique_handle.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/stream.hpp>
 
@@ -47,35 +48,20 @@ class Event {
   // Takes over an event created through the C API; the way back from release().
   [[nodiscard]] static Event adopt(hipEvent_t event) noexcept { return Event{event}; }
 
-  Event(Event const&) = delete;
-  Event& operator=(Event const&) = delete;
-
-  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-
-  Event& operator=(Event&& other) noexcept {
-    if (this != &other) {
-      reset();
-      event_ = std::exchange(other.event_, nullptr);
-    }
-    return *this;
-  }
-
-  ~Event() { reset(); }
-
-  [[nodiscard]] hipEvent_t native() const noexcept { return event_; }
-  [[nodiscard]] explicit operator bool() const noexcept { return event_ != nullptr; }
+  [[nodiscard]] hipEvent_t native() const noexcept { return event_.get(); }
+  [[nodiscard]] explicit operator bool() const noexcept { return native() != nullptr; }
 
   // Captures the work enqueued on `stream` so far; a later record replaces the earlier capture.
   [[nodiscard]] result<void> record(StreamRef stream = StreamRef::null()) noexcept {
-    return check(hipEventRecord(event_, stream.native()));
+    return check(hipEventRecord(native(), stream.native()));
   }
 
   // Blocks until the recorded work has finished; returns at once for an event never recorded.
-  [[nodiscard]] result<void> synchronize() const noexcept { return check(hipEventSynchronize(event_)); }
+  [[nodiscard]] result<void> synchronize() const noexcept { return check(hipEventSynchronize(native())); }
 
   // true once the recorded work has finished (or the event was never recorded).
   [[nodiscard]] result<bool> query() const noexcept {
-    switch (auto const error = hipEventQuery(event_); error) {
+    switch (auto const error = hipEventQuery(native()); error) {
       case hipSuccess:
         return true;
       case hipErrorNotReady:
@@ -85,20 +71,17 @@ class Event {
     }
   }
 
+  // Destroys now and reports the runtime's answer, which the destructor has to drop. On failure the
+  // Event still owns the handle.
+  [[nodiscard]] result<void> destroy() noexcept { return event_.destroy(); }
+
   // Gives up ownership; the caller must hipEventDestroy the handle.
-  [[nodiscard]] hipEvent_t release() noexcept { return std::exchange(event_, nullptr); }
+  [[nodiscard]] hipEvent_t release() noexcept { return event_.release(); }
 
  private:
   explicit Event(hipEvent_t event) noexcept : event_(event) {}
 
-  void reset() noexcept {
-    if (event_ != nullptr) {
-      (void)hipEventDestroy(event_);
-      event_ = nullptr;
-    }
-  }
-
-  hipEvent_t event_ = nullptr;
+  detail::UniqueHandle<hipEvent_t, &hipEventDestroy> event_;
 };
 
 // Time between two recorded events. hipErrorNotReady while either is still pending;

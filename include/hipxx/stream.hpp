@@ -3,6 +3,7 @@
 // the per-thread stream alike, and never decides for the caller who destroys the stream.
 #pragma once
 
+#include <hipxx/detail/unique_handle.hpp>
 #include <hipxx/device.hpp>
 #include <hipxx/error.hpp>
 
@@ -190,59 +191,27 @@ class Stream : public detail::StreamOperations<Stream> {
   // Takes over a stream created through the C API; the way back from release().
   [[nodiscard]] static Stream adopt(hipStream_t stream) noexcept { return Stream{stream}; }
 
-  Stream(Stream const&) = delete;
-  Stream& operator=(Stream const&) = delete;
-
-  Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-
-  Stream& operator=(Stream&& other) noexcept {
-    if (this != &other) {
-      reset();
-      stream_ = std::exchange(other.stream_, nullptr);
-    }
-    return *this;
-  }
-
-  // HIP lets queued work finish (or run on) after the handle is destroyed, so destroying a busy
-  // stream neither blocks on nor cancels its work.
-  ~Stream() { reset(); }
-
-  [[nodiscard]] hipStream_t native() const noexcept { return stream_; }
-  [[nodiscard]] explicit operator bool() const noexcept { return stream_ != nullptr; }
+  [[nodiscard]] hipStream_t native() const noexcept { return stream_.get(); }
+  [[nodiscard]] explicit operator bool() const noexcept { return native() != nullptr; }
 
   // An empty (moved-from) Stream converts to the null stream, which is a valid stream: don't.
-  [[nodiscard]] StreamRef ref() const noexcept { return StreamRef{stream_}; }
+  [[nodiscard]] StreamRef ref() const noexcept { return StreamRef{native()}; }
   // NOLINTNEXTLINE(google-explicit-constructor): an owner is usable wherever a borrower is.
   operator StreamRef() const noexcept { return ref(); }
 
   // Destroys now and reports the runtime's answer, which the destructor has to drop. On failure the
   // Stream still owns the handle.
-  [[nodiscard]] result<void> destroy() noexcept {
-    if (stream_ == nullptr) {
-      return outcome::success();
-    }
-    if (auto const error = hipStreamDestroy(stream_); error != hipSuccess) {
-      return failure(error);
-    }
-    stream_ = nullptr;
-    return outcome::success();
-  }
+  [[nodiscard]] result<void> destroy() noexcept { return stream_.destroy(); }
 
   // Gives up ownership; the caller must hipStreamDestroy the handle.
-  [[nodiscard]] hipStream_t release() noexcept { return std::exchange(stream_, nullptr); }
+  [[nodiscard]] hipStream_t release() noexcept { return stream_.release(); }
 
  private:
   explicit Stream(hipStream_t stream) noexcept : stream_(stream) {}
 
-  void reset() noexcept {
-    if (stream_ != nullptr) {
-      (void)hipStreamDestroy(stream_);
-      stream_ = nullptr;
-    }
-  }
-
-  // Never the null stream: a default-constructed (moved-from) Stream owns nothing.
-  hipStream_t stream_ = nullptr;
+  // Never the null stream: a moved-from Stream owns nothing. HIP lets queued work finish (or run on)
+  // after the handle is destroyed, so dropping a busy stream neither blocks on nor cancels its work.
+  detail::UniqueHandle<hipStream_t, &hipStreamDestroy> stream_;
 };
 
 }  // namespace hipxx
