@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -18,37 +20,12 @@
 #include <thread>
 #include <vector>
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
-inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
-  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
-}
-
 namespace stest {
 
 using namespace std::chrono_literals;
 
-inline hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
-
-struct LeakCheck {
-  hipxxBookCounts start = books();
-  LeakCheck() = default;
-  LeakCheck(const LeakCheck&) = delete;
-  LeakCheck& operator=(const LeakCheck&) = delete;
-  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
-};
+using test_support::books;
+using test_support::LeakCheck;
 
 // How long "still blocked" is observed before a test concludes that work did not run.
 inline constexpr auto kSettle = 40ms;

@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/result_printing.hpp"
+
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -26,23 +28,6 @@
 
 using namespace hipxx;
 using namespace std::chrono_literals;
-
-template <class T, class Policy>
-struct doctest::StringMaker<boost::outcome_v2::basic_result<T, std::error_code, Policy>> {
-  static doctest::String convert(boost::outcome_v2::basic_result<T, std::error_code, Policy> const& value) {
-    if (value.has_value()) {
-      return "success";
-    }
-    return ("failure: " + value.error().message()).c_str();
-  }
-};
-
-template <>
-struct doctest::StringMaker<std::error_code> {
-  static doctest::String convert(std::error_code const& code) {
-    return (std::string(code.category().name()) + ":" + std::to_string(code.value()) + " " + code.message()).c_str();
-  }
-};
 
 namespace {
 

@@ -4,6 +4,8 @@
 // (HIPXX_TEST_DEVICES_CHILD) runs its checks before doctest's main and exits.
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -24,23 +26,12 @@
 #include <utility>
 #include <vector>
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
-inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
-  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
-}
-
 // ---------------------------------------------------------------------------------------------
 // Child mode: runs before main when HIPXX_TEST_DEVICES_CHILD is set, exits with the number of
 // failed checks (0 = all good).
+using test_support::books;
+using test_support::LeakCheck;
+
 namespace {
 
 int child_failures = 0;
@@ -144,26 +135,6 @@ ChildResult run_child(const char* mode, const std::vector<std::pair<const char*,
 }
 
 // ---------------------------------------------------------------------------------------------
-hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
-
-struct LeakCheck {
-  hipxxBookCounts start = books();
-  LeakCheck() = default;
-  LeakCheck(const LeakCheck&) = delete;
-  LeakCheck& operator=(const LeakCheck&) = delete;
-  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
-};
-
-#define CHECK_REFUSED(call, code)                  \
-  do {                                             \
-    const hipxxBookCounts books_before_ = books(); \
-    CHECK_EQ((call), (code));                      \
-    CHECK_EQ(books(), books_before_);              \
-  } while (0)
 
 // The number of devices this registration runs with (HIPXX_HOST_DEVICES, default 1).
 int configured_devices() {

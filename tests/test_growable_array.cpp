@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/result_printing.hpp"
+
 #include <sys/resource.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -22,23 +24,6 @@
 #include <vector>
 
 using namespace hipxx;
-
-template <class T, class Policy>
-struct doctest::StringMaker<boost::outcome_v2::basic_result<T, std::error_code, Policy>> {
-  static doctest::String convert(boost::outcome_v2::basic_result<T, std::error_code, Policy> const& value) {
-    if (value.has_value()) {
-      return "success";
-    }
-    return ("failure: " + value.error().message()).c_str();
-  }
-};
-
-template <>
-struct doctest::StringMaker<std::error_code> {
-  static doctest::String convert(std::error_code const& code) {
-    return (std::string(code.category().name()) + ":" + std::to_string(code.value()) + " " + code.message()).c_str();
-  }
-};
 
 namespace {
 

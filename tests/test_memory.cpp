@@ -2,6 +2,8 @@
 // with the books checked after every refusal.
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -11,42 +13,10 @@
 #include <ostream>
 #include <vector>
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
-inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
-  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
-}
+using test_support::books;
+using test_support::LeakCheck;
 
 namespace {
-
-hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
-
-struct LeakCheck {
-  hipxxBookCounts start = books();
-  LeakCheck() = default;
-  LeakCheck(const LeakCheck&) = delete;
-  LeakCheck& operator=(const LeakCheck&) = delete;
-  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
-};
-
-#define CHECK_REFUSED(call, code)                  \
-  do {                                             \
-    const hipxxBookCounts books_before_ = books(); \
-    CHECK_EQ((call), (code));                      \
-    CHECK_EQ(books(), books_before_);              \
-  } while (0)
 
 std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
   std::vector<unsigned char> data(bytes);

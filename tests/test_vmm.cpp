@@ -4,6 +4,8 @@
 // really does to the pages (checked from forked children, because a wrong answer is a SIGSEGV).
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -28,46 +30,12 @@
 // ---------------------------------------------------------------------------------------------
 // Printing and comparing what the assertions look at.
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
-inline std::ostream& operator<<(std::ostream& os, hipError_t e) {
-  return os << hipGetErrorName(e) << "(" << static_cast<int>(e) << ")";
-}
+using test_support::books;
+using test_support::LeakCheck;
 
 namespace {
 
 using Handle = hipMemGenericAllocationHandle_t;
-
-hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
-
-// Fails the test case if the books at its end differ from those at its start.
-struct LeakCheck {
-  hipxxBookCounts start = books();
-  LeakCheck() = default;
-  LeakCheck(const LeakCheck&) = delete;
-  LeakCheck& operator=(const LeakCheck&) = delete;
-  ~LeakCheck() { CHECK_MESSAGE(books() == start, "the test case leaked runtime objects"); }
-};
-
-// A refused call: the exact error, and the books exactly as they were.
-#define CHECK_REFUSED(call, code)                  \
-  do {                                             \
-    const hipxxBookCounts books_before_ = books(); \
-    CHECK_EQ((call), (code));                      \
-    CHECK_EQ(books(), books_before_);              \
-  } while (0)
 
 void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
 
