@@ -47,7 +47,10 @@ std::uint64_t checksum_of(const HandleFields& fields) {
 
 std::string object_name(const HandleFields& fields) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = "/" + std::string{kNamePrefix} + std::to_string(fields.pid) + "-";
+  std::string name{"/"};
+  name += kNamePrefix;
+  name += std::to_string(fields.pid);
+  name += '-';
   for (const std::uint8_t byte : fields.token) {
     name += kHex[byte >> 4];
     name += kHex[byte & 0xF];
@@ -116,7 +119,11 @@ IpcExports::IpcExports() {
     const std::string_view name{entry->d_name};
     if (!name.starts_with(kNamePrefix)) continue;
     const pid_t owner = static_cast<pid_t>(std::atol(name.substr(kNamePrefix.size()).data()));
-    if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) shm_unlink(("/" + std::string{name}).c_str());
+    if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {
+      std::string path{"/"};
+      path += name;
+      shm_unlink(path.c_str());
+    }
   }
   closedir(directory);
 }
