@@ -39,6 +39,13 @@ using Handle = hipMemGenericAllocationHandle_t;
 
 void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
 
+// The first ordinal that names no device.
+int past_last_device() {
+  int count = 0;
+  REQUIRE(hipGetDeviceCount(&count) == hipSuccess);
+  return count;
+}
+
 std::size_t granularity(hipMemAllocationGranularity_flags option = hipMemAllocationGranularityMinimum) {
   hipMemAllocationProp prop{};
   prop.type = hipMemAllocationTypePinned;
@@ -245,7 +252,7 @@ TEST_CASE("granularity: refused arguments") {
   CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
                 hipErrorInvalidValue);
   bad = good;
-  bad.location.id = 1;  // one device only
+  bad.location.id = past_last_device();
   CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
                 hipErrorInvalidValue);
   bad.location.id = -1;
@@ -430,7 +437,7 @@ TEST_CASE("create: refused arguments") {
   bad.location.type = static_cast<hipMemLocationType>(7);
   CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
   bad = good;
-  bad.location.id = 1;  // this process has one device
+  bad.location.id = past_last_device();
   CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
   bad.location.id = -1;
   CHECK_REFUSED(hipMemCreate(&handle, G, &bad, 0), hipErrorInvalidValue);
@@ -800,7 +807,7 @@ TEST_CASE("set access: refused arguments leave access and data unchanged") {
   bad.location.type = hipMemLocationTypeInvalid;
   CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
   bad = rw;
-  bad.location.id = 1;  // one device only
+  bad.location.id = past_last_device();
   CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
   bad.location.id = -1;
   CHECK_REFUSED(hipMemSetAccess(base, G, &bad, 1), hipErrorInvalidValue);
@@ -846,8 +853,8 @@ TEST_CASE("get access: reports per address and refuses what is not mapped") {
   CHECK_REFUSED(hipMemGetAccess(&flags, &device0, at(mapped.base, 4 * G - 1)), hipErrorInvalidValue);
   int on_stack = 0;
   CHECK_REFUSED(hipMemGetAccess(&flags, &device0, &on_stack), hipErrorInvalidValue);
-  const hipMemLocation device1{hipMemLocationTypeDevice, 1};
-  CHECK_REFUSED(hipMemGetAccess(&flags, &device1, mapped.base), hipErrorInvalidValue);
+  const hipMemLocation no_device{hipMemLocationTypeDevice, past_last_device()};
+  CHECK_REFUSED(hipMemGetAccess(&flags, &no_device, mapped.base), hipErrorInvalidValue);
   const hipMemLocation invalid{hipMemLocationTypeInvalid, 0};
   CHECK_REFUSED(hipMemGetAccess(&flags, &invalid, mapped.base), hipErrorInvalidValue);
   CHECK(flags == 0xabc);
