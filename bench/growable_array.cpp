@@ -1,6 +1,7 @@
 // Growing to a target size by appending 64 MiB at a time: hipxx::GrowableArray against the classic
-// doubling buffer. Every appended chunk is written (the host backend's memfd pages, like malloc's,
-// exist only once touched), so the memory measured is memory really held.
+// doubling buffer. Every appended chunk is written, so the memory measured is memory really held
+// (malloc's pages exist only once touched; the host backend commits a chunk's memfd pages when it
+// creates the chunk and fills its page tables when it maps it, as a GPU driver does).
 //
 //   BM_Grow/hipxx/<bytes>        GrowableArray<uint64_t> with 64 MiB chunks; append = hipMemcpy
 //   BM_Grow/malloc_copy/<bytes>  what std::vector does: malloc twice the capacity, memcpy, free

@@ -29,8 +29,9 @@
 
 namespace {
 
-// One recommended granule of the host backend (a transparent huge page). The calls measured here
-// touch no memory, so their cost hardly depends on the size.
+// One recommended granule of the host backend (a transparent huge page). Create commits the
+// memfd's pages and map fills the page tables (as the host backend does), so those two grow with the
+// size; the other calls hardly depend on it.
 constexpr std::size_t kSize = std::size_t{2} << 20;
 
 constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
@@ -67,13 +68,21 @@ bool ok(benchmark::State& state, hipError_t error, const char* what) {
   return error == hipSuccess;
 }
 
+// Physical memory as the host backend makes it: a memfd of that size with every page allocated.
 int memfd(std::size_t size) {
   const int fd = memfd_create("bench-raw", MFD_CLOEXEC);
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(size)) != 0 || fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0)) {
     close(fd);
     return -1;
   }
   return fd;
+}
+
+// A mapping as the host backend makes it: mapped read-write with populated page tables, then
+// closed to every device until access is set.
+bool map_fd(void* va, int fd) {
+  return mmap(va, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) != MAP_FAILED &&
+         mprotect(va, kSize, PROT_NONE) == 0;
 }
 
 // --- reserve + free: hipMemAddressReserve/hipMemAddressFree vs mmap(PROT_NONE)/munmap -------------
@@ -104,12 +113,12 @@ void BM_Reserve_hipxx_cxx(benchmark::State& state) {
   }
 }
 
-// --- create + release: hipMemCreate/hipMemRelease vs memfd_create+ftruncate/close -----------------
+// --- create + release: hipMemCreate/hipMemRelease vs memfd_create+ftruncate+fallocate/close ------
 
 void BM_Create_raw(benchmark::State& state) {
   for (auto _ : state) {
     const int fd = memfd(kSize);
-    if (!ok(state, fd >= 0, "memfd_create/ftruncate")) break;
+    if (!ok(state, fd >= 0, "memfd_create/ftruncate/fallocate")) break;
     close(fd);
   }
 }
@@ -130,14 +139,15 @@ void BM_Create_hipxx_cxx(benchmark::State& state) {
   }
 }
 
-// --- map + unmap: hipMemMap/hipMemUnmap vs mmap(MAP_FIXED|MAP_SHARED, fd) + the PROT_NONE placeholder
+// --- map + unmap: hipMemMap/hipMemUnmap vs mmap(MAP_FIXED|MAP_SHARED|MAP_POPULATE, fd) + mprotect
+//     (PROT_NONE), then the PROT_NONE placeholder back
 
 void BM_Map_raw(benchmark::State& state) {
   void* va = mmap(nullptr, kSize, PROT_NONE, kReserveFlags, -1, 0);
   const int fd = memfd(kSize);
   if (ok(state, va != MAP_FAILED && fd >= 0, "setup")) {
     for (auto _ : state) {
-      if (!ok(state, mmap(va, kSize, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED, "mmap fd")) break;
+      if (!ok(state, map_fd(va, fd), "mmap fd")) break;
       if (!ok(state, mmap(va, kSize, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) != MAP_FAILED, "mmap placeholder")) {
         break;
       }
@@ -177,9 +187,7 @@ void BM_Map_hipxx_cxx(benchmark::State& state) {
 void BM_SetAccess_raw(benchmark::State& state) {
   void* va = mmap(nullptr, kSize, PROT_NONE, kReserveFlags, -1, 0);
   const int fd = memfd(kSize);
-  if (ok(state, va != MAP_FAILED && fd >= 0 &&
-                    mmap(va, kSize, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED,
-         "setup")) {
+  if (ok(state, va != MAP_FAILED && fd >= 0 && map_fd(va, fd), "setup")) {
     bool write = true;
     for (auto _ : state) {
       if (!ok(state, mprotect(va, kSize, write ? PROT_READ | PROT_WRITE : PROT_READ) == 0, "mprotect")) break;

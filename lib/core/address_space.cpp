@@ -13,11 +13,45 @@ auto* AddressSpace::entry_containing(Map& map, std::uintptr_t address) {
   return address < candidate.base + candidate.size ? &candidate : static_cast<Value*>(nullptr);
 }
 
-void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
-  reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}});
+AddressSpace::AddressSpace() {
+  // Reserved now, so that keeping a freed node never allocates (and so never throws) later.
+  spare_reservations_.reserve(kSpareNodes);
+  spare_mappings_.reserve(kSpareNodes);
 }
 
-void AddressSpace::remove_reservation(std::uintptr_t base) { reservations_.erase(base); }
+void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
+  if (spare_reservations_.empty()) {
+    reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}});
+    return;
+  }
+  ReservationMap::node_type node = std::move(spare_reservations_.back());
+  spare_reservations_.pop_back();
+  node.key() = base;
+  node.mapped().base = base;
+  node.mapped().size = size;  // its mappings are empty: only an empty reservation is ever freed
+  reservations_.insert(std::move(node));
+}
+
+void AddressSpace::remove_reservation(std::uintptr_t base) {
+  ReservationMap::node_type node = reservations_.extract(base);
+  if (!node.empty() && spare_reservations_.size() < kSpareNodes) spare_reservations_.push_back(std::move(node));
+}
+
+MappingMap::iterator AddressSpace::add_mapping(Reservation& reservation, const MappingRecord& record) {
+  if (spare_mappings_.empty()) return reservation.mappings.emplace(record.base, record).first;
+  MappingMap::node_type node = std::move(spare_mappings_.back());
+  spare_mappings_.pop_back();
+  node.key() = record.base;
+  node.mapped() = record;
+  return reservation.mappings.insert(std::move(node)).position;
+}
+
+MappingMap::iterator AddressSpace::remove_mapping(Reservation& reservation, MappingMap::iterator mapping) {
+  const MappingMap::iterator next = std::next(mapping);
+  MappingMap::node_type node = reservation.mappings.extract(mapping);
+  if (spare_mappings_.size() < kSpareNodes) spare_mappings_.push_back(std::move(node));
+  return next;
+}
 
 Reservation* AddressSpace::reservation_at(std::uintptr_t base) {
   const auto found = reservations_.find(base);
@@ -29,22 +63,20 @@ Reservation* AddressSpace::reservation_holding(std::uintptr_t address, std::size
   return reservation != nullptr && reservation->contains(address, bytes) ? reservation : nullptr;
 }
 
-std::vector<MappingRecord*> AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {
-  std::vector<MappingRecord*> tiles;
+Tiling AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {
   Reservation* reservation = reservation_holding(address, bytes);
-  if (reservation == nullptr || bytes == 0) return tiles;
-  auto mapping = reservation->mappings.find(address);
+  if (reservation == nullptr || bytes == 0) return {};
+  const auto first = reservation->mappings.find(address);
   const std::uintptr_t end = address + bytes;
   std::uintptr_t cursor = address;
-  while (cursor < end) {
+  std::size_t count = 0;
+  for (auto mapping = first; cursor < end; ++mapping, ++count) {
     if (mapping == reservation->mappings.end() || mapping->first != cursor || mapping->second.end() > end) {
       return {};
     }
-    tiles.push_back(&mapping->second);
     cursor = mapping->second.end();
-    ++mapping;
   }
-  return tiles;
+  return {.reservation = reservation, .first = first, .count = count};
 }
 
 MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
@@ -52,8 +84,7 @@ MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
   return reservation == nullptr ? nullptr : entry_containing(reservation->mappings, address);
 }
 
-bool AddressSpace::overlaps_mapping(const Reservation& reservation, std::uintptr_t address,
-                                    std::size_t bytes) const {
+bool AddressSpace::overlaps_mapping(const Reservation& reservation, std::uintptr_t address, std::size_t bytes) const {
   const auto after = reservation.mappings.lower_bound(address + bytes);
   if (after == reservation.mappings.begin()) return false;
   return std::prev(after)->second.end() > address;
@@ -81,8 +112,7 @@ const LinearAllocation* AddressSpace::linear_containing(std::uintptr_t address) 
   return address < candidate.base + candidate.size ? &candidate : nullptr;
 }
 
-bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device,
-                                    hipMemAccessFlags needed) {
+bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed) {
   const std::uintptr_t end = address + bytes;
   if (end < address) return false;
   if (const LinearAllocation* linear = linear_containing(address)) return end <= linear->base + linear->size;
@@ -99,7 +129,7 @@ bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, i
   while (cursor < end) {
     const MappingRecord* mapping = entry_containing(reservation->mappings, cursor);
     if (mapping == nullptr) return false;
-    const hipMemAccessFlags granted = mapping->access.at(static_cast<std::size_t>(device));
+    const hipMemAccessFlags granted = mapping->access.of(device);
     const bool enough = needed == hipMemAccessFlagsProtRead ? granted != hipMemAccessFlagsProtNone
                                                             : granted == hipMemAccessFlagsProtReadWrite;
     if (!enough) return false;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
@@ -65,11 +66,11 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
       streams_(backend_ ? backend_->device_count() : 0),
       pools_(*this, backend_ ? backend_->device_count() : 0),
       managed_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
-  device_count_ = backend_ ? backend_->device_count() : 0;
+  // A mapping's access list holds AccessList::kMaxDevices devices (the host backend's limit too);
+  // a machine with more GPUs shows the first ones.
+  device_count_ = backend_ ? std::min(backend_->device_count(), AccessList::kMaxDevices) : 0;
   if (device_count_ > 0) granularity_ = backend_->device(0).minimum_granularity;
 }
-
-hipError_t Runtime::status() const noexcept { return device_count() > 0 ? hipSuccess : hipErrorNoDevice; }
 
 int Runtime::current_device() noexcept { return current_device_ordinal; }
 
@@ -80,12 +81,6 @@ hipError_t Runtime::set_current_device(int device) noexcept {
   current_device_ordinal = device;
   return hipSuccess;
 }
-
-bool Runtime::valid_location(const hipMemLocation& location) const noexcept {
-  return location.type == hipMemLocationTypeDevice && valid_device(location.id);
-}
-
-bool Runtime::granular(std::uintptr_t value) const noexcept { return value % granularity_ == 0; }
 
 hipError_t Runtime::allocate(void** ptr, std::size_t size) {
   if (ptr == nullptr) return hipErrorInvalidValue;

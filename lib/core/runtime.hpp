@@ -35,7 +35,7 @@ class Runtime {
   explicit Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error = {});
 
   // hipErrorNoDevice when no backend could be started.
-  [[nodiscard]] hipError_t status() const noexcept;
+  [[nodiscard]] hipError_t status() const noexcept { return device_count_ > 0 ? hipSuccess : hipErrorNoDevice; }
   [[nodiscard]] backend::Backend& backend() noexcept { return *backend_; }
   [[nodiscard]] int device_count() const noexcept { return device_count_; }
   [[nodiscard]] bool valid_device(int device) const noexcept { return device >= 0 && device < device_count(); }
@@ -110,13 +110,26 @@ class Runtime {
   [[nodiscard]] hipError_t pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const;
 
  private:
-  [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept;
-  [[nodiscard]] bool granular(std::uintptr_t value) const noexcept;
+  // Inline: every VMM call checks its arguments with these before anything else.
+  [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept {
+    return location.type == hipMemLocationTypeDevice && valid_device(location.id);
+  }
+  [[nodiscard]] bool granular(std::uintptr_t value) const noexcept {
+    // Granularities are powers of two in every backend; a mask spares the division.
+    const std::size_t low_bits = granularity_ - 1;
+    return (granularity_ & low_bits) == 0 ? (value & low_bits) == 0 : value % granularity_ == 0;
+  }
   [[nodiscard]] bool valid_location_or_host(int device) const noexcept {
     return device == hipCpuDeviceId || valid_device(device);
   }
   [[nodiscard]] hipError_t drop_reference_locked(Allocation& allocation);
-  [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const std::vector<hipMemAccessFlags>& access);
+  [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
+  // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
+  std::vector<backend::AccessGrant> grants_scratch_;
+  // Books a new physical allocation; if the books cannot grow, releases it and rethrows.
+  [[nodiscard]] hipMemGenericAllocationHandle_t book_allocation_locked(backend::PhysicalHandle physical,
+                                                                      std::size_t size,
+                                                                      const hipMemAllocationProp& properties);
 
   std::unique_ptr<backend::Backend> backend_;
   std::string selection_error_;

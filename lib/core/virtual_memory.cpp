@@ -27,13 +27,9 @@ hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
   }
 }
 
-std::vector<backend::AccessGrant> grants_of(const std::vector<hipMemAccessFlags>& access) {
-  std::vector<backend::AccessGrant> grants;
-  grants.reserve(access.size());
-  for (std::size_t device = 0; device < access.size(); ++device) {
-    grants.push_back({.device = static_cast<int>(device), .flags = access[device]});
-  }
-  return grants;
+AccessList with_descriptors(AccessList access, std::span<const hipMemAccessDesc> descriptors) noexcept {
+  for (const hipMemAccessDesc& descriptor : descriptors) access.set(descriptor.location.id, descriptor.flags);
+  return access;
 }
 
 }  // namespace
@@ -85,8 +81,19 @@ hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t 
       error != hipSuccess) {
     return error;
   }
-  *handle = AllocationTable::handle_of(*allocations_.add(physical, size, *properties));
+  *handle = book_allocation_locked(physical, size, *properties);
   return hipSuccess;
+}
+
+hipMemGenericAllocationHandle_t Runtime::book_allocation_locked(backend::PhysicalHandle physical, std::size_t size,
+                                                                const hipMemAllocationProp& properties) {
+  try {
+    return AllocationTable::handle_of(allocations_.add(physical, size, properties));
+  } catch (...) {
+    // The books could not grow: give the memory back rather than lose track of it.
+    (void)backend_->release_physical(physical);
+    throw;
+  }
 }
 
 hipError_t Runtime::drop_reference_locked(Allocation& allocation) {
@@ -98,8 +105,8 @@ hipError_t Runtime::drop_reference_locked(Allocation& allocation) {
 
 hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
   std::unique_lock lock{mutex_};
-  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
-  if (!allocation) return hipErrorInvalidValue;
+  Allocation* allocation = allocations_.find(handle);
+  if (allocation == nullptr) return hipErrorInvalidValue;
   return drop_reference_locked(*allocation);
 }
 
@@ -110,21 +117,21 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
     return hipErrorInvalidValue;
   }
   std::unique_lock lock{mutex_};
-  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
-  if (!allocation || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
+  Allocation* allocation = allocations_.find(handle);
+  if (allocation == nullptr || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
   Reservation* reservation = address_space_.reservation_holding(address, size);
   if (reservation == nullptr || address_space_.overlaps_mapping(*reservation, address, size)) {
     return hipErrorInvalidValue;
   }
-  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) return error;
+  // Booked first, because booking is what may throw: a mapping is never made that the books lack.
+  const MappingMap::iterator booked = address_space_.add_mapping(
+      *reservation, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
+  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) {
+    (void)address_space_.remove_mapping(*reservation, booked);
+    return error;
+  }
   if (allocation->size == 0) allocation->size = size;
   ++allocation->mappings;
-  reservation->mappings.emplace(
-      address, MappingRecord{.base = address,
-                             .size = size,
-                             .allocation = allocation,
-                             .access = std::vector<hipMemAccessFlags>(static_cast<std::size_t>(device_count()),
-                                                                      hipMemAccessFlagsProtNone)});
   return hipSuccess;
 }
 
@@ -132,30 +139,35 @@ hipError_t Runtime::unmap(void* ptr, std::size_t size) {
   const std::uintptr_t address = address_of(ptr);
   if (ptr == nullptr || size == 0) return hipErrorInvalidValue;
   std::unique_lock lock{mutex_};
-  const std::vector<MappingRecord*> tiles = address_space_.tiling(address, size);
+  const Tiling tiles = address_space_.tiling(address, size);
   if (tiles.empty()) return hipErrorInvalidValue;
-  Reservation* reservation = address_space_.reservation_holding(address, size);
   hipError_t result = hipSuccess;
-  for (MappingRecord* mapping : tiles) {
-    if (const hipError_t error = backend_->unmap(reinterpret_cast<void*>(mapping->base), mapping->size);
+  MappingMap::iterator mapping = tiles.first;
+  for (std::size_t index = 0; index < tiles.count; ++index) {
+    const MappingRecord record = mapping->second;
+    if (const hipError_t error = backend_->unmap(reinterpret_cast<void*>(record.base), record.size);
         error != hipSuccess) {
       return error;  // the mappings already undone stay undone; the rest are intact and still booked
     }
-    const std::shared_ptr<Allocation> allocation = mapping->allocation;
-    reservation->mappings.erase(mapping->base);
-    --allocation->mappings;
-    if (allocations_.forget_if_unused(*allocation)) {
-      if (const hipError_t error = backend_->release_physical(allocation->physical); error != hipSuccess) {
-        result = error;
-      }
+    mapping = address_space_.remove_mapping(*tiles.reservation, mapping);
+    --record.allocation->mappings;
+    const backend::PhysicalHandle physical = record.allocation->physical;
+    if (allocations_.forget_if_unused(*record.allocation)) {
+      if (const hipError_t error = backend_->release_physical(physical); error != hipSuccess) result = error;
     }
   }
   return result;
 }
 
-hipError_t Runtime::apply_access_locked(MappingRecord& mapping, const std::vector<hipMemAccessFlags>& access) {
-  const std::vector<backend::AccessGrant> grants = grants_of(access);
-  if (const hipError_t error = backend_->set_access(reinterpret_cast<void*>(mapping.base), mapping.size, grants);
+hipError_t Runtime::apply_access_locked(MappingRecord& mapping, const AccessList& access) {
+  // The backend takes one grant per device. The scratch list grows once (which may throw, before any
+  // backend call) and is reused under the write lock the caller holds.
+  grants_scratch_.resize(static_cast<std::size_t>(device_count()));
+  for (std::size_t device = 0; device < grants_scratch_.size(); ++device) {
+    grants_scratch_[device] = {.device = static_cast<int>(device), .flags = access.of(static_cast<int>(device))};
+  }
+  if (const hipError_t error =
+          backend_->set_access(reinterpret_cast<void*>(mapping.base), mapping.size, grants_scratch_);
       error != hipSuccess) {
     return error;
   }
@@ -169,19 +181,22 @@ hipError_t Runtime::set_access(void* ptr, std::size_t size, std::span<const hipM
     if (!valid_location(descriptor.location) || !valid_flags(descriptor.flags)) return hipErrorInvalidValue;
   }
   std::unique_lock lock{mutex_};
-  const std::vector<MappingRecord*> tiles = address_space_.tiling(address_of(ptr), size);
+  const Tiling tiles = address_space_.tiling(address_of(ptr), size);
   if (tiles.empty()) return hipErrorInvalidValue;
-  std::vector<std::vector<hipMemAccessFlags>> before;
-  before.reserve(tiles.size());
-  for (MappingRecord* mapping : tiles) before.push_back(mapping->access);
-  for (std::size_t index = 0; index < tiles.size(); ++index) {
-    std::vector<hipMemAccessFlags> access = before[index];
-    for (const hipMemAccessDesc& descriptor : descriptors) {
-      access[static_cast<std::size_t>(descriptor.location.id)] = descriptor.flags;
-    }
-    if (const hipError_t error = apply_access_locked(*tiles[index], access); error != hipSuccess) {
-      // Put back what this call already changed, so a refused call leaves every mapping as it was.
-      for (std::size_t undo = 0; undo < index; ++undo) (void)apply_access_locked(*tiles[undo], before[undo]);
+  MappingRecord& first = tiles.first->second;
+  if (tiles.count == 1) return apply_access_locked(first, with_descriptors(first.access, descriptors));
+  // Several mappings: remember how each was, so a refusal part-way can put back what this call
+  // already changed and leave every mapping as it was.
+  std::vector<AccessList> before;
+  before.reserve(tiles.count);
+  MappingMap::iterator mapping = tiles.first;
+  for (std::size_t index = 0; index < tiles.count; ++index, ++mapping) before.push_back(mapping->second.access);
+  mapping = tiles.first;
+  for (std::size_t index = 0; index < tiles.count; ++index, ++mapping) {
+    if (const hipError_t error = apply_access_locked(mapping->second, with_descriptors(before[index], descriptors));
+        error != hipSuccess) {
+      MappingMap::iterator undo = tiles.first;
+      for (std::size_t done = 0; done < index; ++done, ++undo) (void)apply_access_locked(undo->second, before[done]);
       return error;
     }
   }
@@ -195,7 +210,7 @@ hipError_t Runtime::get_access(unsigned long long* flags, const hipMemLocation* 
   std::shared_lock lock{mutex_};
   const MappingRecord* mapping = address_space_.mapping_containing(address_of(ptr));
   if (mapping == nullptr) return hipErrorInvalidValue;
-  *flags = mapping->access[static_cast<std::size_t>(location->id)];
+  *flags = mapping->access.of(location->id);
   return hipSuccess;
 }
 
@@ -220,8 +235,8 @@ hipError_t Runtime::granularity(std::size_t* granularity, const hipMemAllocation
 hipError_t Runtime::properties_of(hipMemAllocationProp* properties, hipMemGenericAllocationHandle_t handle) {
   if (properties == nullptr) return hipErrorInvalidValue;
   std::shared_lock lock{mutex_};
-  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
-  if (!allocation) return hipErrorInvalidValue;
+  const Allocation* allocation = allocations_.find(handle);
+  if (allocation == nullptr) return hipErrorInvalidValue;
   *properties = allocation->properties;
   return hipSuccess;
 }
@@ -231,9 +246,9 @@ hipError_t Runtime::export_handle(void* shareable, hipMemGenericAllocationHandle
   if (shareable == nullptr || flags != 0) return hipErrorInvalidValue;
   if (const hipError_t error = check_handle_type(type); error != hipSuccess) return error;
   std::shared_lock lock{mutex_};
-  const std::shared_ptr<Allocation> allocation = allocations_.find(handle);
+  const Allocation* allocation = allocations_.find(handle);
   // As with CUDA, only an allocation created for this handle type may be exported as it.
-  if (!allocation || allocation->properties.requestedHandleType != type) return hipErrorInvalidValue;
+  if (allocation == nullptr || allocation->properties.requestedHandleType != type) return hipErrorInvalidValue;
   int fd = -1;
   if (const hipError_t error = backend_->export_fd(allocation->physical, &fd); error != hipSuccess) return error;
   *static_cast<int*>(shareable) = fd;
@@ -257,7 +272,7 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   properties.type = hipMemAllocationTypePinned;
   properties.requestedHandleType = type;
   properties.location = {.type = hipMemLocationTypeDevice, .id = device};
-  *handle = AllocationTable::handle_of(*allocations_.add(physical, size, properties));
+  *handle = book_allocation_locked(physical, size, properties);
   return hipSuccess;
 }
 

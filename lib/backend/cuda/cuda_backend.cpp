@@ -97,7 +97,9 @@ class CudaBackend final : public Backend {
   // Takes over the library handle and one retained primary context per device. Neither is given
   // back: the runtime lives until the process ends, and unloading libcuda after cuInit is unsafe.
   CudaBackend(const DriverApi& api, std::vector<DeviceHandles> handles, std::vector<DeviceProperties> devices)
-      : api_(api), handles_(std::move(handles)), devices_(std::move(devices)) {}
+      : api_(api), handles_(std::move(handles)), devices_(std::move(devices)) {
+    spare_mapping_nodes_.reserve(kSpareMappingNodes);  // so that keeping a node never allocates
+  }
 
   std::string_view name() const noexcept override { return "cuda"; }
   int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
@@ -190,15 +192,17 @@ class CudaBackend final : public Backend {
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     std::lock_guard lock{mutex_};
+    // Booked before the driver call, because booking is what may throw. A new mapping is
+    // inaccessible to every device until cuMemSetAccess (an empty `granted`).
+    const auto booked = book_mapping_locked(
+        address_of(va), MappingState{.size = size, .handle = handle.value, .mapped = true, .granted = {}});
     if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0);
         result != cuda::CUDA_SUCCESS) {
+      forget_mapping_locked(booked);
       // The driver answers a size that is not the allocation's (which the books cannot check for an
       // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
       return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
     }
-    // A new mapping is inaccessible to every device until cuMemSetAccess.
-    mappings_[address_of(va)] = MappingState{
-        .size = size, .handle = handle.value, .mapped = true, .granted = no_access()};
     return hipSuccess;
   }
 
@@ -212,7 +216,7 @@ class CudaBackend final : public Backend {
         return to_hip(result);
       }
     }
-    if (found != mappings_.end()) mappings_.erase(found);
+    if (found != mappings_.end()) forget_mapping_locked(found);
     return hipSuccess;
   }
 
@@ -242,7 +246,7 @@ class CudaBackend final : public Backend {
     }
     bool narrows = !mapping.mapped;
     for (std::size_t device = 0; device < wanted.size(); ++device) {
-      if ((mapping.granted[device] & ~wanted[device]) != 0) narrows = true;
+      if ((granted_to(mapping, device) & ~wanted[device]) != 0) narrows = true;
     }
     if (narrows) {
       if (const hipError_t error = remap_locked(address_of(va), mapping); error != hipSuccess) return error;
@@ -431,8 +435,34 @@ class CudaBackend final : public Backend {
     std::size_t size = 0;
     CUmemGenericAllocationHandle handle = 0;
     bool mapped = true;  // false only after a revocation's re-map failed: the range is then bare
-    std::vector<CUmemAccess_flags> granted;  // one per device
+    std::vector<CUmemAccess_flags> granted;  // one per device, or empty where none is granted anything
   };
+  using MappingTable = std::unordered_map<CUdeviceptr, MappingState>;
+
+  // Map and unmap are sub-microsecond driver calls, so their bookkeeping here reuses the table nodes
+  // of earlier mappings instead of allocating one per map.
+  static constexpr std::size_t kSpareMappingNodes = 64;
+
+  [[nodiscard]] static CUmemAccess_flags granted_to(const MappingState& mapping, std::size_t device) noexcept {
+    return mapping.granted.empty() ? cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE : mapping.granted[device];
+  }
+
+  // Books `state` at `va` (replacing a stale entry, if any). May throw std::bad_alloc.
+  MappingTable::iterator book_mapping_locked(CUdeviceptr va, const MappingState& state) {
+    if (spare_mapping_nodes_.empty()) return mappings_.insert_or_assign(va, state).first;
+    MappingTable::node_type node = std::move(spare_mapping_nodes_.back());
+    spare_mapping_nodes_.pop_back();
+    node.key() = va;
+    node.mapped() = state;
+    const auto inserted = mappings_.insert(std::move(node));
+    if (!inserted.inserted) inserted.position->second = state;
+    return inserted.position;
+  }
+
+  void forget_mapping_locked(MappingTable::iterator mapping) {
+    MappingTable::node_type node = mappings_.extract(mapping);
+    if (spare_mapping_nodes_.size() < kSpareMappingNodes) spare_mapping_nodes_.push_back(std::move(node));
+  }
 
   [[nodiscard]] bool valid(int device) const noexcept { return device >= 0 && device < device_count(); }
 
@@ -486,7 +516,7 @@ class CudaBackend final : public Backend {
         return to_hip(result);
       }
       mapping.mapped = false;
-      mapping.granted = no_access();
+      mapping.granted.clear();
     }
     if (const CUresult result = api_.cuMemMap(va, mapping.size, 0, mapping.handle, 0); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);  // still booked; the next set_access tries again, unmap succeeds at once
@@ -499,7 +529,8 @@ class CudaBackend final : public Backend {
   const std::vector<DeviceHandles> handles_;
   const std::vector<DeviceProperties> devices_;
   std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
-  std::unordered_map<CUdeviceptr, MappingState> mappings_;
+  MappingTable mappings_;
+  std::vector<MappingTable::node_type> spare_mapping_nodes_;  // capacity kSpareMappingNodes, from the start
   std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
   std::unordered_map<CUmemGenericAllocationHandle, int> import_fds_;  // imported handle -> its fd, kept open
 };

@@ -2,6 +2,12 @@
 // anonymous mapping, physical memory is a memfd, mapping is mmap(MAP_FIXED|MAP_SHARED) of that fd
 // over the reservation, access is mprotect, and a shareable handle is a dup of the memfd that
 // another process can receive over a Unix socket and map for real.
+//
+// As on a GPU, creating physical memory commits it and mapping it fills the page tables: create
+// allocates the memfd's pages (fallocate), so a shortage the kernel reports is hipErrorOutOfMemory
+// there rather than a SIGBUS at some later first touch, and map populates the page tables, so the
+// first touch of each 4 KiB page does not fault (shmem gets no transparent huge pages here, and a
+// fault per page costs several times what filling the tables in one call does).
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
 
@@ -24,7 +30,11 @@ namespace {
 
 constexpr std::size_t kRecommendedGranularity = std::size_t{2} << 20;  // one transparent huge page
 
-std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+// Asked once: sysconf costs more than the rest of a reservation's bookkeeping.
+std::size_t page_size() noexcept {
+  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 hipError_t from_errno(int error) noexcept {
   return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE) ? hipErrorOutOfMemory
@@ -42,6 +52,16 @@ int protection_of(std::span<const AccessGrant> grants) noexcept {
 }
 
 int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value); }
+
+// Allocates every page of a new memfd now; 0, or -1 with errno set. A signal may interrupt shmem's
+// fallocate part-way: the pages it already has are kept, so asking again finishes the job.
+int commit(int fd, std::size_t size) noexcept {
+  int result = 0;
+  do {
+    result = fallocate(fd, 0, 0, static_cast<off_t>(size));
+  } while (result != 0 && errno == EINTR);
+  return result;
+}
 
 class HostBackend final : public Backend {
  public:
@@ -101,7 +121,7 @@ class HostBackend final : public Backend {
   hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
     const int fd = memfd_create("hipxx-physical", MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size) != 0) {
       const int error = errno;
       close(fd);
       return from_errno(error);
@@ -138,8 +158,16 @@ class HostBackend final : public Backend {
   }
 
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
-    void* at = mmap(va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd_of(handle), 0);
-    return at == MAP_FAILED ? hipErrorMapFailed : hipSuccess;
+    // Populating needs an accessible mapping (the kernel skips PROT_NONE ones), so it is mapped
+    // read-write with MAP_POPULATE and then closed to every device until set_access. mprotect keeps
+    // the page-table entries, so the grant later is one mprotect and the first touch does not fault.
+    void* at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
+    if (at == MAP_FAILED) return hipErrorMapFailed;
+    if (mprotect(va, size, PROT_NONE) != 0) {
+      (void)unmap(va, size);
+      return hipErrorMapFailed;
+    }
+    return hipSuccess;
   }
 
   hipError_t unmap(void* va, std::size_t size) override {
