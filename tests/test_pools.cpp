@@ -4,6 +4,7 @@
 // hipFree of pool memory, and the books after all of it. Runs with HIPXX_HOST_DEVICES=2.
 #include "stream_test_support.hpp"
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <set>
@@ -1150,4 +1151,122 @@ TEST_CASE("the books return to their starting values once pools are trimmed and 
   CHECK(hipMemPoolTrimTo(default_pool(0), 0) == hipSuccess);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(books() == start);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hot path: frees land on their stream's own list and queue no work, live allocations are
+// tracked without the pool's lock. What must still hold around that.
+
+TEST_CASE("blocks freed on a destroyed stream are free for any stream, whatever the policies") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  set_policies(pool, false, false, false);
+  hipStream_t doomed = make_stream(hipStreamNonBlocking);
+  hipStream_t other = make_stream(hipStreamNonBlocking);
+  void* freed = pool_alloc(pool, kReuseBytes, doomed);
+  REQUIRE(hipFreeAsync(freed, doomed) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(doomed) == hipSuccess);
+  CHECK(hipStreamDestroy(doomed) == hipSuccess);  // idle: gone at once, with all of its work
+  void* taken = pool_alloc(pool, kReuseBytes, other);
+  CHECK(taken == freed);
+  REQUIRE(hipFreeAsync(taken, other) == hipSuccess);
+  CHECK(hipStreamSynchronize(other) == hipSuccess);
+  CHECK(hipStreamDestroy(other) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("racing frees of one allocation: exactly one succeeds and the pool's counts stay exact") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  const std::array<hipStream_t, 2> streams = {make_stream(hipStreamNonBlocking), make_stream(hipStreamNonBlocking)};
+  int single_successes = 0;
+  for (int round = 0; round < 200; ++round) {
+    void* ptr = pool_alloc(pool, 4096 + static_cast<std::size_t>(round % 7) * 4096, streams[0]);
+    std::atomic<int> ready{0};
+    std::atomic<int> successes{0};
+    std::vector<std::thread> threads;
+    for (hipStream_t stream : streams) {
+      threads.emplace_back([&, stream] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) std::this_thread::yield();
+        if (hipFreeAsync(ptr, stream) == hipSuccess) successes.fetch_add(1);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    if (successes.load() == 1) ++single_successes;
+  }
+  CHECK(single_successes == 200);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  for (hipStream_t stream : streams) {
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("hipMemPoolDestroy with frees pending on several streams: the memory outlives each stream's work") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 65536;
+  hipMemPool_t pool = make_pool();
+  const std::array<hipStream_t, 2> streams = {make_stream(hipStreamNonBlocking), make_stream(hipStreamDefault)};
+  std::array<void*, 2> blocks{};
+  for (std::size_t i = 0; i < 2; ++i) blocks[i] = pool_alloc(pool, kBytes, streams[i]);
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  Gate gate;
+  std::array<std::atomic<int>, 2> status{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    status[i] = -1;
+    gate.block(streams[i]);
+    REQUIRE(hipMemsetAsync(blocks[i], 0x6B, kBytes, streams[i]) == hipSuccess);
+    REQUIRE(hipFreeAsync(blocks[i], streams[i]) == hipSuccess);
+  }
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);  // drained, so unlisted at once
+  for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(hipStreamAddCallback(streams[i], record_status, &status[i], 0) == hipSuccess);
+  }
+  gate.open();
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(hipStreamSynchronize(streams[i]) == hipSuccess);
+    CHECK(status[i].load() == static_cast<int>(hipSuccess));  // the memsets found their memory mapped
+    CHECK(hipStreamDestroy(streams[i]) == hipSuccess);
+  }
+}
+
+TEST_CASE("memory freed on many threads' streams counts at once, and is all trimmed once reached") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  constexpr int kThreads = 4;
+  std::vector<hipStream_t> streams;
+  for (int t = 0; t < kThreads; ++t) streams.push_back(make_stream(t % 2 == 0 ? hipStreamNonBlocking : hipStreamDefault));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<void*> live;
+      for (int i = 0; i < 16; ++i) {
+        void* ptr = nullptr;
+        const std::size_t bytes = (std::size_t{1} << (8 + (i + t) % 14)) + static_cast<std::size_t>(i);
+        if (hipMallocFromPoolAsync(&ptr, bytes, pool, streams[static_cast<std::size_t>(t)]) != hipSuccess) ++failures;
+        live.push_back(ptr);
+      }
+      for (void* ptr : live) {
+        if (hipFreeAsync(ptr, streams[static_cast<std::size_t>(t)]) != hipSuccess) ++failures;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) > 0);
+  // Half the streams live on, half are gone: the blocks on both kinds of list are released.
+  for (std::size_t t = 0; t < streams.size(); ++t) {
+    CHECK(hipStreamSynchronize(streams[t]) == hipSuccess);
+    if (t % 2 == 0) CHECK(hipStreamDestroy(streams[t]) == hipSuccess);
+  }
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+  for (std::size_t t = 1; t < streams.size(); t += 2) CHECK(hipStreamDestroy(streams[t]) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }

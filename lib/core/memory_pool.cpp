@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 
 namespace hipxx::core {
 namespace {
@@ -22,7 +23,86 @@ bool valid_reuse_flag(const void* value) noexcept {
   return flag == 0 || flag == 1;
 }
 
+std::atomic<std::uint64_t> next_pool_serial{1};
+
+// The free lists this thread used last: the hot path finds its stream's list without the pool's
+// lock. Never-reused serials make a stale entry harmless: a list goes only once its stream is
+// destroyed, a destroyed stream is never named again, and a destroyed pool's serial never returns.
+struct FreeListMemo {
+  std::uint64_t pool = 0;
+  std::uint64_t stream = 0;
+  StreamFreeList* list = nullptr;
+};
+// A few, for a thread that takes turns between streams or pools.
+struct FreeListMemos {
+  std::array<FreeListMemo, 4> entries{};
+  std::size_t next = 0;  // replaced in turn
+};
+// Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
+__attribute__((tls_model("initial-exec"))) thread_local FreeListMemos free_list_memos;
+
+std::optional<std::uintptr_t> take_newest(StreamFreeList& list, std::size_t size_class) {
+  std::lock_guard lock{list.lock};
+  std::vector<StreamFreeList::Block>& blocks = list.by_class[size_class];
+  if (blocks.empty()) return std::nullopt;
+  const std::uintptr_t offset = blocks.back().offset;
+  blocks.pop_back();
+  return offset;
+}
+
 }  // namespace
+
+LiveGranules::LiveGranules(std::size_t virtual_bytes)
+    : owned_(round_up(virtual_bytes, kPageSlots << kGranuleShift) >> (kGranuleShift + kPageShift)),
+      published_(owned_.size()) {}
+
+void LiveGranules::prepare(std::uintptr_t offset) {
+  const std::size_t page = offset >> (kGranuleShift + kPageShift);
+  if (owned_[page]) return;
+  owned_[page] = std::make_unique<Slot[]>(kPageSlots);  // value-initialised: nothing live
+  published_[page].store(owned_[page].get(), std::memory_order_release);
+}
+
+LiveGranules::Slot* LiveGranules::slot(std::uintptr_t offset) const noexcept {
+  // Allocations start on granule boundaries; any other offset is inside one, or outside all.
+  if ((offset & ((std::uintptr_t{1} << kGranuleShift) - 1)) != 0) return nullptr;
+  const std::size_t granule = offset >> kGranuleShift;
+  const std::size_t page = granule >> kPageShift;
+  if (page >= published_.size()) return nullptr;
+  Slot* const slots = published_[page].load(std::memory_order_acquire);
+  return slots == nullptr ? nullptr : &slots[granule & (kPageSlots - 1)];
+}
+
+void LiveGranules::mark(std::uintptr_t offset, std::size_t size_class) noexcept {
+  slot(offset)->store(static_cast<std::uint16_t>(size_class + 1), std::memory_order_release);
+}
+
+std::optional<std::size_t> LiveGranules::take(std::uintptr_t offset) noexcept {
+  Slot* const found = slot(offset);
+  if (found == nullptr) return std::nullopt;
+  // One exchange, not a load and a store: of two racing frees of one block, only one succeeds.
+  const std::uint16_t value = found->exchange(0, std::memory_order_acq_rel);
+  if (value == 0) return std::nullopt;
+  return std::size_t{value} - 1;
+}
+
+std::optional<std::size_t> LiveGranules::find(std::uintptr_t offset) const noexcept {
+  const Slot* const found = slot(offset);
+  const std::uint16_t value = found == nullptr ? 0 : found->load(std::memory_order_acquire);
+  if (value == 0) return std::nullopt;
+  return std::size_t{value} - 1;
+}
+
+std::size_t LiveGranules::count() const noexcept {
+  std::size_t live = 0;
+  for (const std::unique_ptr<Slot[]>& page : owned_) {
+    if (!page) continue;
+    for (std::size_t index = 0; index < kPageSlots; ++index) {
+      if (page[index].load(std::memory_order_relaxed) != 0) ++live;
+    }
+  }
+  return live;
+}
 
 std::size_t pool_class_bytes(std::size_t bytes) noexcept {
   if (bytes <= kMinimumClass) return kMinimumClass;
@@ -37,6 +117,13 @@ std::size_t pool_class_index(std::size_t class_bytes) noexcept {
   const std::size_t lower = std::size_t{1} << (exponent - 1);
   const std::size_t step = std::max(kMinimumClass, lower / kClassesPerDoubling);
   return exponent * kClassesPerDoubling + (class_bytes - lower - 1) / step;
+}
+
+std::size_t pool_class_bytes_at(std::size_t size_class) noexcept {
+  if (size_class == 0) return kMinimumClass;
+  const std::size_t lower = std::size_t{1} << (size_class / kClassesPerDoubling - 1);
+  const std::size_t step = std::max(kMinimumClass, lower / kClassesPerDoubling);
+  return lower + (size_class % kClassesPerDoubling + 1) * step;
 }
 
 hipError_t MemoryPool::create(Runtime& runtime, const hipMemPoolProps& properties, std::shared_ptr<MemoryPool>* out) {
@@ -65,7 +152,9 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       chunk_bytes_(chunk_bytes),
       virtual_bytes_(virtual_bytes),
       base_(reinterpret_cast<std::uintptr_t>(base)),
+      serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
       access_(static_cast<std::size_t>(runtime.device_count()), hipMemAccessFlagsProtNone),
+      live_(virtual_bytes),
       chunk_users_(virtual_bytes / chunk_bytes, 0) {
   access_.at(static_cast<std::size_t>(properties.location.id)) = hipMemAccessFlagsProtReadWrite;
   add_hole(0, virtual_bytes_);
@@ -78,59 +167,165 @@ MemoryPool::~MemoryPool() {
   (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), virtual_bytes_);
 }
 
-void MemoryPool::note_used(std::int64_t delta) {
-  used_bytes_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(used_bytes_) + delta);
-  attributes_.used_high = std::max(attributes_.used_high, used_bytes_);
+void MemoryPool::note_allocated(std::uint64_t bytes) noexcept {
+  const std::uint64_t now = used_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::uint64_t high = used_high_.load(std::memory_order_relaxed);
+  while (now > high && !used_high_.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
+  }
+}
+
+void MemoryPool::note_freed(std::uint64_t bytes) noexcept {
+  // Release: whoever sees the pool drained also sees where the freed block went.
+  used_bytes_.fetch_sub(bytes, std::memory_order_release);
 }
 
 hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
+  // Never fits, and would overflow the size classes.
+  if (bytes > virtual_bytes_) return hipErrorOutOfMemory;
   const std::size_t class_bytes = pool_class_bytes(bytes);
-  std::lock_guard lock{mutex_};
-  if (!take_cached(pool_class_index(class_bytes), stream, grant)) {
-    std::uintptr_t offset = 0;
-    if (const hipError_t error = carve(class_bytes, &offset); error != hipSuccess) return error;
-    grant->address = base_ + offset;
+  const std::size_t size_class = pool_class_index(class_bytes);
+  StreamFreeList& own = free_list_of(stream);
+  std::optional<std::uintptr_t> offset = take_newest(own, size_class);
+  if (!offset) {
+    std::uintptr_t found = 0;
+    std::lock_guard lock{mutex_};
+    if (const hipError_t error = allocate_locked(size_class, own, stream, grant, &found); error != hipSuccess) {
+      return error;
+    }
+    offset = found;
   }
-  live_.insert(grant->address, class_bytes);
-  note_used(static_cast<std::int64_t>(class_bytes));
+  live_.mark(*offset, size_class);
+  note_allocated(class_bytes);
+  grant->address = base_ + *offset;
   return hipSuccess;
 }
 
-bool MemoryPool::take_cached(std::size_t size_class, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
-  std::vector<FreeBlock>& blocks = cached_.at(size_class);
-  const auto usable = [&](const FreeBlock& block) {
-    if (block.freed_on == nullptr || block.freed_on == stream.get()) return true;
-    const std::shared_ptr<Stream> freeing = block.freeing_stream();
-    if (!freeing) return true;  // destroyed, so every free queued on it has happened
-    if (attributes_.follow_event_dependencies && stream->known_point(*freeing) >= block.point) return true;
-    return attributes_.allow_opportunistic && freeing->reached(block.point);
-  };
-  // Most recently freed first: its pages are the likeliest to be warm.
-  auto found = std::find_if(blocks.rbegin(), blocks.rend(), usable);
-  if (found == blocks.rend()) {
-    if (!attributes_.allow_internal_dependencies || blocks.empty()) return false;
-    found = blocks.rbegin();
-    grant->wait_stream = found->freeing_stream();  // null when destroyed: nothing left to wait for
-    grant->wait_point = found->point;
+StreamFreeList& MemoryPool::free_list_of(const std::shared_ptr<Stream>& stream) {
+  FreeListMemos& memos = free_list_memos;
+  for (const FreeListMemo& memo : memos.entries) {
+    if (memo.pool == serial_ && memo.stream == stream->serial()) return *memo.list;
   }
-  grant->address = base_ + found->offset;
-  blocks.erase(std::next(found).base());
+  StreamFreeList* list = nullptr;
+  {
+    std::lock_guard lock{mutex_};
+    list = &free_list_locked(stream);
+  }
+  memos.entries[memos.next++ % memos.entries.size()] =
+      FreeListMemo{.pool = serial_, .stream = stream->serial(), .list = list};
+  return *list;
+}
+
+StreamFreeList& MemoryPool::free_list_locked(const std::shared_ptr<Stream>& stream) {
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    if (list->serial == stream->serial()) return *list;
+  }
+  // A program that makes a stream per task would otherwise pile up the lists of destroyed ones.
+  adopt_lists_of_destroyed_streams();
+  return *free_lists_.emplace_back(std::make_unique<StreamFreeList>(stream));
+}
+
+hipError_t MemoryPool::allocate_locked(std::size_t size_class, StreamFreeList& own,
+                                       const std::shared_ptr<Stream>& stream, PoolGrant* grant,
+                                       std::uintptr_t* offset) {
+  // Another thread using this stream may have freed a block of the class since the first look.
+  if (const std::optional<std::uintptr_t> mine = take_newest(own, size_class)) {
+    *offset = *mine;
+    return hipSuccess;
+  }
+  adopt_lists_of_destroyed_streams();
+  if (std::vector<std::uintptr_t>& unowned = unowned_[size_class]; !unowned.empty()) {
+    *offset = unowned.back();
+    unowned.pop_back();
+    return hipSuccess;
+  }
+  if (take_from_other_streams(size_class, stream, grant, offset)) return hipSuccess;
+  if (const hipError_t error = carve(pool_class_bytes_at(size_class), offset); error != hipSuccess) return error;
+  live_.prepare(*offset);
+  return hipSuccess;
+}
+
+bool MemoryPool::take_from_other_streams(std::size_t size_class, const std::shared_ptr<Stream>& stream,
+                                         PoolGrant* grant, std::uintptr_t* offset) {
+  StreamFreeList* waitable = nullptr;
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    if (list->stream == stream.get()) continue;
+    // Null when destroyed meanwhile: all of its work, and so every free queued on it, has happened.
+    const std::shared_ptr<Stream> freeing = list->freeing_stream();
+    const std::uint64_t known = freeing && attributes_.follow_event_dependencies ? stream->known_point(*freeing) : 0;
+    const auto usable = [&](const StreamFreeList::Block& block) {
+      if (!freeing) return true;
+      if (attributes_.follow_event_dependencies && known >= block.point) return true;
+      return attributes_.allow_opportunistic && freeing->reached(block.point);
+    };
+    std::lock_guard lock{list->lock};
+    std::vector<StreamFreeList::Block>& blocks = list->by_class[size_class];
+    // Most recently freed first: its pages are the likeliest to be warm.
+    if (const auto found = std::find_if(blocks.rbegin(), blocks.rend(), usable); found != blocks.rend()) {
+      *offset = found->offset;
+      blocks.erase(std::next(found).base());
+      return true;
+    }
+    if (waitable == nullptr && !blocks.empty()) waitable = list.get();
+  }
+  if (waitable == nullptr || !attributes_.allow_internal_dependencies) return false;
+  // The allocating stream waits for the free; null when destroyed: nothing left to wait for.
+  std::shared_ptr<Stream> freeing = waitable->freeing_stream();
+  std::lock_guard lock{waitable->lock};
+  std::vector<StreamFreeList::Block>& blocks = waitable->by_class[size_class];
+  if (blocks.empty()) return false;  // its own stream took it back meanwhile
+  grant->wait_stream = std::move(freeing);
+  grant->wait_point = blocks.back().point;
+  *offset = blocks.back().offset;
+  blocks.pop_back();
   return true;
 }
 
+void MemoryPool::adopt_lists_of_destroyed_streams() {
+  std::erase_if(free_lists_, [&](const std::unique_ptr<StreamFreeList>& list) {
+    if (list->immortal || !list->owner.expired()) return false;
+    // Its stream finished all of its work before going, so the blocks are free for anyone. The
+    // lock orders this after the last free pushed onto the list.
+    std::lock_guard lock{list->lock};
+    for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
+      for (const StreamFreeList::Block& block : list->by_class[size_class]) unowned_[size_class].push_back(block.offset);
+    }
+    return true;
+  });
+}
+
 bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& stream) {
-  std::lock_guard lock{mutex_};
-  const std::optional<std::size_t> taken = live_.take(address);
-  if (!taken) return false;
-  const std::size_t class_bytes = *taken;
-  note_used(-static_cast<std::int64_t>(class_bytes));
-  FreeBlock block{.offset = address - base_,
-                  .bytes = class_bytes,
-                  .freed_on = stream.get(),
-                  .stream = stream,
-                  .point = stream ? stream->tail() : 0};
-  cached_[pool_class_index(class_bytes)].push_back(std::move(block));
+  if (!owns(address)) return false;
+  const std::uintptr_t offset = address - base_;
+  const std::optional<std::size_t> size_class = live_.take(offset);
+  if (!size_class) return false;
+  if (stream) {
+    StreamFreeList& own = free_list_of(stream);
+    const std::uint64_t point = stream->tail();
+    std::lock_guard lock{own.lock};
+    own.by_class[*size_class].push_back({.offset = offset, .point = point});
+  } else {
+    std::lock_guard lock{mutex_};
+    unowned_[*size_class].push_back(offset);
+  }
+  // Last: once drained() sees the pool empty, the block is where pending_free_streams() looks.
+  note_freed(pool_class_bytes_at(*size_class));
   return true;
+}
+
+std::vector<std::shared_ptr<Stream>> MemoryPool::pending_free_streams() const {
+  std::vector<std::shared_ptr<Stream>> pending;
+  std::lock_guard lock{mutex_};
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    std::shared_ptr<Stream> freeing = list->freeing_stream();
+    if (!freeing) continue;
+    std::lock_guard list_lock{list->lock};
+    const bool waiting = std::any_of(list->by_class.begin(), list->by_class.end(), [&](const auto& blocks) {
+      return std::any_of(blocks.begin(), blocks.end(),
+                         [&](const StreamFreeList::Block& block) { return !freeing->reached(block.point); });
+    });
+    if (waiting) pending.push_back(std::move(freeing));
+  }
+  return pending;
 }
 
 hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
@@ -201,6 +396,8 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
   hipMemAllocationProp chunk_properties{};
   chunk_properties.type = hipMemAllocationTypePinned;
   chunk_properties.location = properties_.location;
+  // An exportable pool hands its chunks to other processes one by one, as POSIX fds.
+  chunk_properties.requestedHandleType = properties_.handleTypes;
   hipMemGenericAllocationHandle_t handle = nullptr;
   if (const hipError_t error = runtime_.create(&handle, chunk_bytes_, &chunk_properties, 0); error != hipSuccess) {
     return error;
@@ -228,26 +425,47 @@ void MemoryPool::unmap_chunk(std::size_t chunk) {
 
 void MemoryPool::trim_to(std::size_t keep_bytes) {
   std::lock_guard lock{mutex_};
+  if (mapped_chunks_ * chunk_bytes_ <= keep_bytes) return;
+  adopt_lists_of_destroyed_streams();
   // Memory whose free its stream has not yet reached may still be in use there: only the rest goes.
-  std::vector<FreeBlock> releasable;
-  for (std::vector<FreeBlock>& blocks : cached_) {
-    for (const FreeBlock& block : blocks) {
-      const std::shared_ptr<Stream> freeing = block.freeing_stream();
-      if (!freeing || freeing->reached(block.point)) releasable.push_back(block);
+  // Taken out of the lists while they are locked, so no allocation can take a block being released.
+  struct Releasable {
+    std::uintptr_t offset = 0;
+    std::size_t size_class = 0;
+    StreamFreeList* list = nullptr;  // null: unowned
+    std::uint64_t point = 0;
+  };
+  std::vector<Releasable> releasable;
+  for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
+    for (const std::uintptr_t offset : unowned_[size_class]) releasable.push_back({offset, size_class, nullptr, 0});
+    unowned_[size_class].clear();
+  }
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    const std::shared_ptr<Stream> freeing = list->freeing_stream();
+    std::lock_guard list_lock{list->lock};
+    for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
+      std::erase_if(list->by_class[size_class], [&](const StreamFreeList::Block& block) {
+        if (freeing && !freeing->reached(block.point)) return false;
+        releasable.push_back({block.offset, size_class, list.get(), block.point});
+        return true;
+      });
     }
   }
   // Highest addresses first, so the pool shrinks from its top and low chunks stay warm.
   std::sort(releasable.begin(), releasable.end(),
-            [](const FreeBlock& left, const FreeBlock& right) { return left.offset > right.offset; });
-  for (const FreeBlock& block : releasable) {
+            [](const Releasable& left, const Releasable& right) { return left.offset > right.offset; });
+  for (const Releasable& block : releasable) {
+    const std::size_t bytes = pool_class_bytes_at(block.size_class);
     const std::size_t reserved = mapped_chunks_ * chunk_bytes_;
-    if (reserved <= keep_bytes) break;
-    // The pool keeps at least `keep_bytes` reserved.
-    if (reserved - chunks_released_by(block.offset, block.bytes) * chunk_bytes_ < keep_bytes) continue;
-    std::vector<FreeBlock>& blocks = cached_[pool_class_index(block.bytes)];
-    blocks.erase(std::find_if(blocks.begin(), blocks.end(),
-                              [&](const FreeBlock& cached) { return cached.offset == block.offset; }));
-    uncarve(block.offset, block.bytes);
+    // The pool keeps at least `keep_bytes` reserved; what stays goes back where it came from.
+    if (reserved > keep_bytes && reserved - chunks_released_by(block.offset, bytes) * chunk_bytes_ >= keep_bytes) {
+      uncarve(block.offset, bytes);
+    } else if (block.list == nullptr) {
+      unowned_[block.size_class].push_back(block.offset);
+    } else {
+      std::lock_guard list_lock{block.list->lock};
+      block.list->by_class[block.size_class].push_back({.offset = block.offset, .point = block.point});
+    }
   }
 }
 
@@ -295,7 +513,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
       return hipSuccess;
     case hipMemPoolAttrUsedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
-      attributes_.used_high = used_bytes_;
+      used_high_.store(used_bytes_.load(std::memory_order_relaxed), std::memory_order_relaxed);
       return hipSuccess;
     default:
       return hipErrorInvalidValue;  // the current values are read-only
@@ -314,8 +532,8 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
     case hipMemPoolAttrReleaseThreshold: put_u64(attributes_.release_threshold); break;
     case hipMemPoolAttrReservedMemCurrent: put_u64(mapped_chunks_ * chunk_bytes_); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(attributes_.reserved_high); break;
-    case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_); break;
-    case hipMemPoolAttrUsedMemHigh: put_u64(attributes_.used_high); break;
+    case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_.load(std::memory_order_acquire)); break;
+    case hipMemPoolAttrUsedMemHigh: put_u64(used_high_.load(std::memory_order_relaxed)); break;
     default: return hipErrorInvalidValue;
   }
   return hipSuccess;
@@ -366,13 +584,17 @@ hipMemAccessFlags MemoryPool::access(int device) const {
 }
 
 bool MemoryPool::is_live(std::uintptr_t address) const {
-  std::lock_guard lock{mutex_};
-  return owns(address) && live_.contains(address);
+  return owns(address) && live_.find(address - base_).has_value();
+}
+
+std::size_t MemoryPool::live_bytes(std::uintptr_t address) const {
+  const std::optional<std::size_t> size_class = owns(address) ? live_.find(address - base_) : std::nullopt;
+  return size_class ? pool_class_bytes_at(*size_class) : 0;
 }
 
 std::size_t MemoryPool::live_allocations() const {
   std::lock_guard lock{mutex_};
-  return live_.size();
+  return live_.count();
 }
 
 }  // namespace hipxx::core

@@ -6,9 +6,14 @@
 // by the next request of its class in constant time. A freed block remembers the stream and the
 // point in that stream after which it is truly free; the reuse policies decide which other streams
 // may take it and whether a dependency must be inserted first.
+//
+// Allocation and free are the hot path, so neither takes the pool's lock when it can help it: each
+// stream keeps the blocks freed on it in a list of its own (reusing them on that stream is always
+// legal in stream order), and which addresses are live is kept in a table of atomics. The pool's
+// lock guards the layout (holes, chunks), the attributes, blocks that belong to no stream, and the
+// set of stream lists, which trimming and other streams' allocations search under it.
 #pragma once
 
-#include "core/flat_address_map.hpp"
 #include "core/stream.hpp"
 
 #include <hipxx/hip_runtime_api.h>
@@ -20,8 +25,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <unordered_map>
+#include <thread>
 #include <vector>
 
 namespace hipxx::core {
@@ -34,7 +40,6 @@ struct PoolAttributes {
   bool allow_internal_dependencies = true;
   std::uint64_t release_threshold = 0;
   std::uint64_t reserved_high = 0;
-  std::uint64_t used_high = 0;
 };
 
 // How a block may be handed to a stream other than the one that freed it.
@@ -43,6 +48,78 @@ struct PoolGrant {
   // Set when the allocation must first wait for the freeing stream to reach `point`.
   std::shared_ptr<Stream> wait_stream;
   std::uint64_t wait_point = 0;
+};
+
+// Held for a few instructions, nearly always by the one thread that uses a stream: an uncontended
+// lock and unlock are one atomic exchange and one store, cheaper than a std::mutex pair.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// Which 256-byte granules of a pool start a live allocation, and of which size class. Read and
+// changed with atomics, so a free is checked (live, not interior, not freed twice) without a lock.
+// The table comes in pages, each made under the pool's lock when a block is first carved in its
+// range and kept for the pool's life: readers never see one go away.
+class LiveGranules {
+ public:
+  explicit LiveGranules(std::size_t virtual_bytes);
+
+  // Under the pool's lock, before the first mark() of a block starting in `offset`'s page.
+  void prepare(std::uintptr_t offset);
+  void mark(std::uintptr_t offset, std::size_t size_class) noexcept;
+  // Ends the allocation starting at `offset`: its size class, or nothing when none is live there.
+  [[nodiscard]] std::optional<std::size_t> take(std::uintptr_t offset) noexcept;
+  [[nodiscard]] std::optional<std::size_t> find(std::uintptr_t offset) const noexcept;
+  // Slow: walks every table.
+  [[nodiscard]] std::size_t count() const noexcept;
+
+ private:
+  using Slot = std::atomic<std::uint16_t>;  // 0: not live; otherwise size class + 1
+  static constexpr std::size_t kGranuleShift = 8;   // 256 bytes, the smallest class and alignment
+  static constexpr std::size_t kPageShift = 16;     // granules per page: 16 MiB of pool, 128 KiB of table
+  static constexpr std::size_t kPageSlots = std::size_t{1} << kPageShift;
+
+  [[nodiscard]] Slot* slot(std::uintptr_t offset) const noexcept;
+
+  std::vector<std::unique_ptr<Slot[]>> owned_;  // changed under the pool's lock
+  std::vector<std::atomic<Slot*>> published_;    // the same pages, for lock-free readers
+};
+
+// The blocks of one pool freed on one stream, newest last in each size class. `point` is the
+// stream's tail when the block was freed: once the stream reaches it, nothing queued before the
+// free can still touch the block.
+struct StreamFreeList {
+  struct Block {
+    std::uintptr_t offset = 0;
+    std::uint64_t point = 0;
+  };
+  static constexpr std::size_t kClassCount = 8 * 64;
+
+  explicit StreamFreeList(const std::shared_ptr<Stream>& stream)
+      : serial(stream->serial()), stream(stream.get()), owner(stream), immortal(stream->traits().is_null) {}
+
+  // The stream while it exists; null once it has been destroyed, after all of its work. Weakly
+  // held: a cached block must not keep a destroyed stream's worker alive.
+  [[nodiscard]] std::shared_ptr<Stream> freeing_stream() const {
+    if (immortal) return {std::shared_ptr<Stream>{}, const_cast<Stream*>(stream)};
+    return owner.lock();
+  }
+
+  const std::uint64_t serial;
+  const Stream* const stream;
+  const std::weak_ptr<Stream> owner;
+  const bool immortal;  // a null stream lives as long as the process
+  SpinLock lock;
+  std::array<std::vector<Block>, kClassCount> by_class;  // under `lock`
 };
 
 class MemoryPool {
@@ -61,6 +138,11 @@ class MemoryPool {
   [[nodiscard]] bool free(std::uintptr_t address, const std::shared_ptr<Stream>& stream);
   // Whether `address` is a live (allocated, not yet freed) allocation of this pool.
   [[nodiscard]] bool is_live(std::uintptr_t address) const;
+  // No allocation is live. Frees made before it turned true are visible to pending_free_streams().
+  [[nodiscard]] bool drained() const noexcept { return used_bytes_.load(std::memory_order_acquire) == 0; }
+  // The streams that have not yet reached a free into this pool: work queued on them before the
+  // free may still use the pool's memory, so a pool let go must outlive that work.
+  [[nodiscard]] std::vector<std::shared_ptr<Stream>> pending_free_streams() const;
   [[nodiscard]] bool owns(std::uintptr_t address) const noexcept {
     return address >= base_ && address - base_ < virtual_bytes_;
   }
@@ -76,33 +158,31 @@ class MemoryPool {
 
   [[nodiscard]] const hipMemPoolProps& properties() const noexcept { return properties_; }
   [[nodiscard]] int device() const noexcept { return properties_.location.id; }
+  // Slow (walks the live table); drained() answers the common question.
   [[nodiscard]] std::size_t live_allocations() const;
   [[nodiscard]] std::uintptr_t base() const noexcept { return base_; }
+  // The pool's layout, which an importing process mirrors (core/pool_sharing.hpp).
+  [[nodiscard]] std::size_t chunk_bytes() const noexcept { return chunk_bytes_; }
+  [[nodiscard]] std::size_t virtual_bytes() const noexcept { return virtual_bytes_; }
+  // The size a live allocation was given (its size class), or 0 when `address` is not one.
+  [[nodiscard]] std::size_t live_bytes(std::uintptr_t address) const;
   // Set once hipMemPoolDestroy has unnamed the pool; it then lives only for its allocations.
   void orphan() noexcept { orphaned_.store(true, std::memory_order_release); }
   [[nodiscard]] bool orphaned() const noexcept { return orphaned_.load(std::memory_order_acquire); }
 
  private:
-  struct FreeBlock {
-    std::uintptr_t offset = 0;
-    std::size_t bytes = 0;
-    // The freeing stream, weakly: a destroyed stream has finished its work, so its blocks are free,
-    // and a cached block must not keep a destroyed stream's worker alive. `freed_on` only names it.
-    const Stream* freed_on = nullptr;  // null: freed with no pending stream work (hipFree)
-    std::weak_ptr<Stream> stream;      // empty for a null stream, which lives as long as the process
+  static constexpr std::size_t kClassCount = StreamFreeList::kClassCount;
 
-    // The freeing stream while it exists; null once it has been destroyed.
-    [[nodiscard]] std::shared_ptr<Stream> freeing_stream() const {
-      if (freed_on != nullptr && freed_on->traits().is_null) {
-        return {std::shared_ptr<Stream>{}, const_cast<Stream*>(freed_on)};
-      }
-      return stream.lock();
-    }
-    std::uint64_t point = 0;
-  };
-  static constexpr std::size_t kClassCount = 8 * 64;
-
-  [[nodiscard]] bool take_cached(std::size_t size_class, const std::shared_ptr<Stream>& stream, PoolGrant* grant);
+  [[nodiscard]] StreamFreeList& free_list_of(const std::shared_ptr<Stream>& stream);
+  [[nodiscard]] StreamFreeList& free_list_locked(const std::shared_ptr<Stream>& stream);
+  [[nodiscard]] hipError_t allocate_locked(std::size_t size_class, StreamFreeList& own,
+                                           const std::shared_ptr<Stream>& stream, PoolGrant* grant,
+                                           std::uintptr_t* offset);
+  [[nodiscard]] bool take_from_other_streams(std::size_t size_class, const std::shared_ptr<Stream>& stream,
+                                             PoolGrant* grant, std::uintptr_t* offset);
+  [[nodiscard]] bool usable_by(const std::shared_ptr<Stream>& stream, const Stream& freeing,
+                               std::uint64_t point) const;
+  void adopt_lists_of_destroyed_streams();
   [[nodiscard]] hipError_t carve(std::size_t bytes, std::uintptr_t* offset);
   void uncarve(std::uintptr_t offset, std::size_t bytes);
   [[nodiscard]] std::size_t chunks_released_by(std::uintptr_t offset, std::size_t bytes) const;
@@ -110,29 +190,40 @@ class MemoryPool {
   void unmap_chunk(std::size_t chunk);
   void add_hole(std::uintptr_t offset, std::size_t bytes);
   [[nodiscard]] std::vector<hipMemAccessDesc> access_list() const;
-  void note_used(std::int64_t delta);
+  void note_allocated(std::uint64_t bytes) noexcept;
+  void note_freed(std::uint64_t bytes) noexcept;
 
   Runtime& runtime_;
   hipMemPoolProps properties_;
   std::size_t chunk_bytes_;
   std::size_t virtual_bytes_;
   std::uintptr_t base_;
+  // Unique for the process, unlike addresses: names this pool in a thread's cached free-list look-up.
+  const std::uint64_t serial_;
 
   mutable std::mutex mutex_;
   PoolAttributes attributes_;
-  std::vector<hipMemAccessFlags> access_;                      // per device
-  FlatAddressMap<std::size_t> live_;                             // address -> class bytes
-  std::array<std::vector<FreeBlock>, kClassCount> cached_;      // by size class
-  std::map<std::uintptr_t, std::size_t> holes_;                  // uncarved space: offset -> bytes
+  std::vector<hipMemAccessFlags> access_;                           // per device
+  LiveGranules live_;
+  // One list per stream that has freed here; a list goes once its stream is destroyed, its blocks
+  // then free for anyone. Lock order: mutex_, then a list's lock.
+  std::vector<std::unique_ptr<StreamFreeList>> free_lists_;
+  std::array<std::vector<std::uintptr_t>, kClassCount> unowned_;   // free, no stream work pending
+  std::map<std::uintptr_t, std::size_t> holes_;                     // uncarved space: offset -> bytes
   std::set<std::pair<std::size_t, std::uintptr_t>> holes_by_size_;
-  std::vector<std::uint32_t> chunk_users_;                       // carved blocks touching each chunk
+  std::vector<std::uint32_t> chunk_users_;                          // carved blocks touching each chunk
   std::size_t mapped_chunks_ = 0;
-  std::uint64_t used_bytes_ = 0;
-  std::atomic<bool> orphaned_{false};
+  // Changed by every allocation and free, from every thread: on a line of their own, so that
+  // the fields read beside them on the hot path (orphaned_, the layout) are not dragged along.
+  alignas(64) std::atomic<std::uint64_t> used_bytes_{0};
+  std::atomic<std::uint64_t> used_high_{0};
+  alignas(64) std::atomic<bool> orphaned_{false};
 };
 
 // Rounds a request to its size class: at least 256 bytes, eight classes per power of two.
 [[nodiscard]] std::size_t pool_class_bytes(std::size_t bytes) noexcept;
 [[nodiscard]] std::size_t pool_class_index(std::size_t class_bytes) noexcept;
+// The class bytes of a class index: pool_class_bytes_at(pool_class_index(c)) == c.
+[[nodiscard]] std::size_t pool_class_bytes_at(std::size_t size_class) noexcept;
 
 }  // namespace hipxx::core

@@ -34,7 +34,25 @@ hipError_t check_properties(const Runtime& runtime, const hipMemPoolProps& prope
 PoolRegistry::PoolRegistry(Runtime& runtime, int device_count)
     : runtime_(runtime),
       default_pools_(static_cast<std::size_t>(device_count), nullptr),
-      current_pools_(static_cast<std::size_t>(device_count), nullptr) {}
+      current_pools_(static_cast<std::size_t>(device_count), nullptr),
+      default_published_(static_cast<std::size_t>(device_count)),
+      current_published_(static_cast<std::size_t>(device_count)) {}
+
+void PoolRegistry::publish_current_locked(int device) {
+  const auto index = static_cast<std::size_t>(device);
+  const hipMemPool_t current = current_pools_[index];
+  const bool is_default = current == nullptr || current == default_pools_[index];
+  current_published_[index].store(is_default ? default_published_[index].load(std::memory_order_relaxed) : nullptr,
+                                  std::memory_order_release);
+}
+
+// Work queued before a free into the pool may still use its memory: that work's streams keep the
+// pool alive until they have run it, as the last owners.
+void PoolRegistry::retire(std::shared_ptr<MemoryPool> pool) {
+  for (const std::shared_ptr<Stream>& stream : pool->pending_free_streams()) {
+    stream->enqueue([pool] { return hipSuccess; });
+  }
+}
 
 hipMemPool_t PoolRegistry::add_locked(std::shared_ptr<MemoryPool> pool) {
   const std::uintptr_t id = next_id_;
@@ -56,6 +74,7 @@ hipError_t PoolRegistry::create(hipMemPool_t* pool, const hipMemPoolProps* prope
 
 hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
   std::shared_ptr<MemoryPool> doomed;
+  bool unlisted = false;
   {
     std::lock_guard lock{mutex_};
     const auto found = named_.find(id_of(pool));
@@ -67,11 +86,15 @@ hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
     named_.erase(found);
     // A device whose current pool this was goes back to its default pool.
     for (std::size_t device = 0; device < current_pools_.size(); ++device) {
-      if (current_pools_[device] == pool) current_pools_[device] = default_pools_[device];
+      if (current_pools_[device] == pool) {
+        current_pools_[device] = default_pools_[device];
+        publish_current_locked(static_cast<int>(device));
+      }
     }
-    if (doomed->live_allocations() == 0) by_address_.erase(doomed->base());
+    unlisted = doomed->drained() && by_address_.erase(doomed->base()) > 0;
   }
   // The last reference may be this one: its memory is unmapped outside the registry's lock.
+  if (unlisted) retire(std::move(doomed));
   doomed.reset();
   return hipSuccess;
 }
@@ -92,7 +115,10 @@ hipError_t PoolRegistry::default_pool_locked(int device, hipMemPool_t* pool) {
     properties.location.id = device;
     std::shared_ptr<MemoryPool> created;
     if (const hipError_t error = MemoryPool::create(runtime_, properties, &created); error != hipSuccess) return error;
+    MemoryPool* const made = created.get();
     slot = add_locked(std::move(created));
+    default_published_[static_cast<std::size_t>(device)].store(made, std::memory_order_release);
+    publish_current_locked(device);
   }
   *pool = slot;
   return hipSuccess;
@@ -119,6 +145,10 @@ hipError_t PoolRegistry::current_pool(int device, hipMemPool_t* pool) {
 
 hipError_t PoolRegistry::allocation_pool(int device, std::shared_ptr<MemoryPool>* pool) {
   if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
+  if (MemoryPool* const current = current_published_[static_cast<std::size_t>(device)].load(std::memory_order_acquire)) {
+    *pool = std::shared_ptr<MemoryPool>{std::shared_ptr<MemoryPool>{}, current};
+    return hipSuccess;
+  }
   std::lock_guard lock{mutex_};
   hipMemPool_t handle = current_pools_.at(static_cast<std::size_t>(device));
   if (handle == nullptr) {
@@ -134,10 +164,15 @@ hipError_t PoolRegistry::set_current_pool(int device, hipMemPool_t pool) {
   const auto found = named_.find(id_of(pool));
   if (found == named_.end() || found->second->device() != device) return hipErrorInvalidValue;
   current_pools_.at(static_cast<std::size_t>(device)) = pool;
+  publish_current_locked(device);
   return hipSuccess;
 }
 
 std::shared_ptr<MemoryPool> PoolRegistry::owner_of(std::uintptr_t address) const {
+  for (const std::atomic<MemoryPool*>& published : default_published_) {
+    MemoryPool* const pool = published.load(std::memory_order_acquire);
+    if (pool != nullptr && pool->owns(address)) return {std::shared_ptr<MemoryPool>{}, pool};
+  }
   std::lock_guard lock{mutex_};
   auto after = by_address_.upper_bound(address);
   if (after == by_address_.begin()) return nullptr;
@@ -150,12 +185,13 @@ void PoolRegistry::forget_if_drained(const std::shared_ptr<MemoryPool>& pool) {
   std::shared_ptr<MemoryPool> released;
   {
     std::lock_guard lock{mutex_};
-    if (!pool->orphaned() || pool->live_allocations() != 0) return;
+    if (!pool->orphaned() || !pool->drained()) return;
     const auto found = by_address_.find(pool->base());
     if (found == by_address_.end()) return;
     released = std::move(found->second);
     by_address_.erase(found);
   }
+  retire(std::move(released));
 }
 
 void PoolRegistry::trim_to_thresholds(int device) {

@@ -5,6 +5,7 @@
 
 #include "core/memory_pool.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,10 +26,13 @@ class PoolRegistry {
   [[nodiscard]] hipError_t default_pool(int device, hipMemPool_t* pool);
   [[nodiscard]] hipError_t current_pool(int device, hipMemPool_t* pool);
   [[nodiscard]] hipError_t set_current_pool(int device, hipMemPool_t pool);
-  // The pool hipMallocAsync draws from on `device`, in one look-up.
+  // The pool hipMallocAsync draws from on `device`, in one look-up. A default pool comes back
+  // without ownership (see owner_of).
   [[nodiscard]] hipError_t allocation_pool(int device, std::shared_ptr<MemoryPool>* pool);
 
-  // The pool (live or destroyed) whose range holds `address`.
+  // The pool (live or destroyed) whose range holds `address`. A default pool comes back without
+  // ownership, read without the lock: it lives as long as the process, and every thread's
+  // allocations would otherwise share its reference count. A weak_ptr made from one is expired.
   [[nodiscard]] std::shared_ptr<MemoryPool> owner_of(std::uintptr_t address) const;
   // Lets a destroyed pool go once its last allocation is freed.
   void forget_if_drained(const std::shared_ptr<MemoryPool>& pool);
@@ -38,6 +42,9 @@ class PoolRegistry {
  private:
   [[nodiscard]] hipError_t default_pool_locked(int device, hipMemPool_t* pool);
   hipMemPool_t add_locked(std::shared_ptr<MemoryPool> pool);
+  void publish_current_locked(int device);
+  // Drops the registry's reference to a pool it no longer lists.
+  static void retire(std::shared_ptr<MemoryPool> pool);
 
   static constexpr std::uintptr_t kIdStep = 16;
   Runtime& runtime_;
@@ -47,6 +54,10 @@ class PoolRegistry {
   std::map<std::uintptr_t, std::shared_ptr<MemoryPool>> by_address_;  // named and destroyed-but-busy
   std::vector<hipMemPool_t> default_pools_;
   std::vector<hipMemPool_t> current_pools_;
+  // Default pools are never destroyed, so the hot paths read them without the lock. The current
+  // pool is published only while it is the default: any other may be destroyed at any time.
+  std::vector<std::atomic<MemoryPool*>> default_published_;
+  std::vector<std::atomic<MemoryPool*>> current_published_;
 };
 
 }  // namespace hipxx::core

@@ -310,12 +310,13 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   const std::shared_ptr<MemoryPool> pool = pools_.owner_of(address);
   if (!pool || !pool->is_live(address)) return hipErrorInvalidValue;
-  // The free takes its place in stream order like any other work: behind the null-stream
-  // barrier (a free on the null stream comes after earlier work of blocking streams and the
-  // reverse), so the point the pool records covers all work that may still use the block. The
-  // task also keeps the pool, and so its memory, alive until the stream reaches the free, even
-  // if hipMemPoolDestroy unnames it first.
-  streams_.enqueue(*target, [pool] { return hipSuccess; });
+  // The free takes its place in stream order like any other work: the pool records the stream's
+  // tail, which covers all work that may still use the block. Where a null-stream barrier would
+  // come first (a free on the null stream comes after earlier work of blocking streams, and the
+  // reverse), an empty task puts it in the queue, so the recorded point lies behind it; otherwise
+  // nothing is queued, which keeps the common free off the stream's worker. A pool unnamed by
+  // hipMemPoolDestroy outlives the work queued before its frees (PoolRegistry::retire).
+  if (streams_.would_wait_for_others(*target)) streams_.enqueue(*target, [] { return hipSuccess; });
   if (!pool->free(address, target)) return hipErrorInvalidValue;
   pools_.forget_if_drained(pool);
   return hipSuccess;

@@ -27,11 +27,13 @@ struct ResolvedStream {
   Stream* null_stream = nullptr;
   std::weak_ptr<Stream> stream;
 };
-thread_local ResolvedStream last_resolved;
+// Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
+__attribute__((tls_model("initial-exec"))) thread_local ResolvedStream last_resolved;
 
 }  // namespace
 
-StreamRegistry::StreamRegistry(int device_count) : null_streams_(static_cast<std::size_t>(device_count)) {}
+StreamRegistry::StreamRegistry(int device_count)
+    : null_streams_(static_cast<std::size_t>(device_count)), null_published_(static_cast<std::size_t>(device_count)) {}
 
 hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
   auto created = std::make_shared<Stream>(std::move(traits));
@@ -114,7 +116,10 @@ std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_
 
 Stream& StreamRegistry::null_stream_locked(int device) {
   auto& slot = null_streams_.at(static_cast<std::size_t>(device));
-  if (!slot) slot = std::make_unique<Stream>(StreamTraits{.device = device, .is_null = true});
+  if (!slot) {
+    slot = std::make_unique<Stream>(StreamTraits{.device = device, .is_null = true});
+    null_published_[static_cast<std::size_t>(device)].store(slot.get(), std::memory_order_release);
+  }
   return *slot;
 }
 
@@ -129,6 +134,13 @@ std::vector<std::shared_ptr<Stream>> StreamRegistry::blocking_streams_locked(int
     if (stream && stream->traits().device == device && stream->blocking()) blocking.push_back(std::move(stream));
   }
   return blocking;
+}
+
+bool StreamRegistry::would_wait_for_others(const Stream& stream) const {
+  if (stream.traits().is_null) return true;  // it may: finding out means walking the blocking streams
+  if (!stream.blocking()) return false;
+  const Stream* const null_stream = null_published_[static_cast<std::size_t>(stream.traits().device)].load(std::memory_order_acquire);
+  return null_stream != nullptr && !null_stream->idle();
 }
 
 std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool implicit_ordering) {

@@ -27,6 +27,9 @@ class StreamRegistry {
 
   // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
   std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
+  // Whether work queued on `stream` now would first wait for other streams (a null-stream barrier).
+  // Without the lock; a barrier queued meanwhile by another thread orders its work after this call.
+  [[nodiscard]] bool would_wait_for_others(const Stream& stream) const;
   // hipStreamSynchronize: the null stream also waits for the blocking streams of its device.
   void synchronize(Stream& stream);
   void synchronize_device(int device);
@@ -50,6 +53,7 @@ class StreamRegistry {
   // Destroyed streams still finishing queued work: device synchronisation waits for them too.
   std::vector<std::weak_ptr<Stream>> retiring_;
   std::vector<std::unique_ptr<Stream>> null_streams_;
+  std::vector<std::atomic<const Stream*>> null_published_;  // the same, read without the lock
 };
 
 }  // namespace hipxx::core
