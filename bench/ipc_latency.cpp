@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -305,6 +306,105 @@ void BM_ShareableImport_Release(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(size);
 }
 BENCHMARK(BM_ShareableImport_Release)->Unit(benchmark::kMicrosecond);
+
+// Pool sharing (hipMemPoolExportToShareableHandle and friends), timed in this one process, which may
+// import its own pools: every import still goes through the broker thread over Unix sockets, as
+// from another process, minus the scheduling of a second process.
+hipMemPool_t exportable_pool() {
+  hipMemPoolProps props{};
+  props.allocType = hipMemAllocationTypePinned;
+  props.handleTypes = hipMemHandleTypePosixFileDescriptor;
+  props.location.type = hipMemLocationTypeDevice;
+  props.location.id = 0;
+  hipMemPool_t pool = nullptr;
+  require(hipMemPoolCreate(&pool, &props), "hipMemPoolCreate");
+  return pool;
+}
+
+int export_pool(hipMemPool_t pool) {
+  int fd = -1;
+  require(hipMemPoolExportToShareableHandle(&fd, pool, hipMemHandleTypePosixFileDescriptor, 0),
+          "hipMemPoolExportToShareableHandle");
+  return fd;
+}
+
+hipMemPool_t import_pool(int fd) {
+  hipMemPool_t imported = nullptr;
+  require(hipMemPoolImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                              hipMemHandleTypePosixFileDescriptor, 0),
+          "hipMemPoolImportFromShareableHandle");
+  return imported;
+}
+
+// Against BM_ShareableExport_Close: a socketpair handed to the broker instead of a dup of one chunk.
+void BM_PoolExport_Close(benchmark::State& state) {
+  hipMemPool_t const pool = exportable_pool();
+  for (auto _ : state) close(export_pool(pool));
+  require(hipMemPoolDestroy(pool), "hipMemPoolDestroy");
+}
+BENCHMARK(BM_PoolExport_Close)->Unit(benchmark::kMicrosecond);
+
+// Against BM_ShareableImport_Release: a broker round trip (a private channel and the pool's layout),
+// a mirror range reserved, and hipMemPoolDestroy giving it back.
+void BM_PoolImport_Destroy(benchmark::State& state) {
+  hipMemPool_t const pool = exportable_pool();
+  int const fd = export_pool(pool);
+  for (auto _ : state) require(hipMemPoolDestroy(import_pool(fd)), "hipMemPoolDestroy");
+  close(fd);
+  require(hipMemPoolDestroy(pool), "hipMemPoolDestroy");
+}
+BENCHMARK(BM_PoolImport_Destroy)->Unit(benchmark::kMicrosecond);
+
+void BM_PoolExportPointer(benchmark::State& state) {
+  hipMemPool_t const pool = exportable_pool();
+  void* pointer = nullptr;
+  require(hipMallocFromPoolAsync(&pointer, 1 * kMiB, pool, nullptr), "hipMallocFromPoolAsync");
+  for (auto _ : state) {
+    hipMemPoolPtrExportData data{};
+    require(hipMemPoolExportPointer(&data, pointer), "hipMemPoolExportPointer");
+    benchmark::DoNotOptimize(data);
+  }
+  require(hipFree(pointer), "hipFree");
+  require(hipMemPoolDestroy(pool), "hipMemPoolDestroy");
+}
+BENCHMARK(BM_PoolExportPointer);
+
+// hipMemPoolImportPointer + hipFree. chunk_mapped=0: each import fetches the chunk's fd from the
+// broker, imports and maps it, and the free unmaps it; 1: another imported pointer keeps the chunk
+// mapped, so both are bookkeeping only.
+void BM_PoolImportPointer_Free(benchmark::State& state) {
+  bool const chunk_mapped = state.range(0) != 0;
+  hipMemPool_t const pool = exportable_pool();
+  void* kept = nullptr;
+  void* timed = nullptr;
+  require(hipMallocFromPoolAsync(&kept, 4 * kKiB, pool, nullptr), "hipMallocFromPoolAsync");
+  require(hipMallocFromPoolAsync(&timed, 4 * kKiB, pool, nullptr), "hipMallocFromPoolAsync");
+  int const fd = export_pool(pool);
+  hipMemPool_t const imported = import_pool(fd);
+  hipMemPoolPtrExportData kept_data{};
+  hipMemPoolPtrExportData timed_data{};
+  require(hipMemPoolExportPointer(&kept_data, kept), "hipMemPoolExportPointer");
+  require(hipMemPoolExportPointer(&timed_data, timed), "hipMemPoolExportPointer");
+  void* kept_import = nullptr;
+  if (chunk_mapped) require(hipMemPoolImportPointer(&kept_import, imported, &kept_data), "hipMemPoolImportPointer");
+  double import_seconds = 0;
+  for (auto _ : state) {
+    void* mapped = nullptr;
+    auto const start = Clock::now();
+    require(hipMemPoolImportPointer(&mapped, imported, &timed_data), "hipMemPoolImportPointer");
+    auto const middle = Clock::now();
+    require(hipFree(mapped), "hipFree");
+    import_seconds += seconds_between(start, middle);
+  }
+  state.counters["import_us"] = import_seconds / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1)) * 1e6;
+  if (chunk_mapped) require(hipFree(kept_import), "hipFree");
+  require(hipMemPoolDestroy(imported), "hipMemPoolDestroy");
+  close(fd);
+  require(hipFree(kept), "hipFree");
+  require(hipFree(timed), "hipFree");
+  require(hipMemPoolDestroy(pool), "hipMemPoolDestroy");
+}
+BENCHMARK(BM_PoolImportPointer_Free)->ArgName("chunk_mapped")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

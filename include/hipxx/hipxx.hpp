@@ -16,5 +16,6 @@
 #include <hipxx/stream_value.hpp>
 #include <hipxx/event.hpp>
 #include <hipxx/mem_pool.hpp>
+#include <hipxx/pool_sharing.hpp>
 #include <hipxx/ipc.hpp>
 #include <hipxx/managed_buffer.hpp>

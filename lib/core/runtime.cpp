@@ -106,6 +106,8 @@ hipError_t Runtime::deallocate(void* ptr) {
     pools_.forget_if_drained(pool);
     return hipSuccess;
   }
+  // A pointer imported from another process's pool is freed there (core/pool_sharing.hpp).
+  if (const auto freed = pool_sharing_.free_imported(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return *freed;
   int device = 0;
   {
     std::shared_lock lock{mutex_};
@@ -309,7 +311,11 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   if (!target) return hipErrorInvalidHandle;
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   const std::shared_ptr<MemoryPool> pool = pools_.owner_of(address);
-  if (!pool || !pool->is_live(address)) return hipErrorInvalidValue;
+  if (!pool || !pool->is_live(address)) {
+    // Not ours: perhaps a pointer imported from another process's pool (asked only now, so frees of
+    // this process's own pool memory never look there).
+    return pool_sharing_.free_imported(address, target).value_or(hipErrorInvalidValue);
+  }
   // The free takes its place in stream order like any other work: the pool records the stream's
   // tail, which covers all work that may still use the block. Where a null-stream barrier would
   // come first (a free on the null stream comes after earlier work of blocking streams, and the

@@ -8,6 +8,7 @@
 #include "core/event.hpp"
 #include "core/managed_memory.hpp"
 #include "core/pool_registry.hpp"
+#include "core/pool_sharing.hpp"
 #include "core/stream_registry.hpp"
 #include "core/writer_preferring_lock.hpp"
 
@@ -79,6 +80,8 @@ class Runtime {
   [[nodiscard]] StreamRegistry& streams() noexcept { return streams_; }
   [[nodiscard]] EventRegistry& events() noexcept { return events_; }
   [[nodiscard]] PoolRegistry& pools() noexcept { return pools_; }
+  // Pools shared between processes: export, import, and imported pointers.
+  [[nodiscard]] PoolSharing& pool_sharing() noexcept { return pool_sharing_; }
 
   // The stream-ordered allocator.
   [[nodiscard]] hipError_t allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream);
@@ -148,6 +151,8 @@ class Runtime {
   EventRegistry events_;
   PoolRegistry pools_;
   ManagedMemory managed_;
+  // Last, so it goes first: its broker thread and imported mirrors still use the rest.
+  PoolSharing pool_sharing_{*this};
 };
 
 }  // namespace hipxx::core

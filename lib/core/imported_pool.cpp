@@ -1,0 +1,253 @@
+#include "core/imported_pool.hpp"
+
+#include "core/runtime.hpp"
+
+#include <algorithm>
+
+namespace hipxx::core {
+namespace {
+
+// No pool of ours has more chunks than this (256 GiB of 32 MiB chunks is 8192); a description that
+// claims more is refused before anything is sized by it.
+constexpr std::uint64_t kMaxChunks = std::uint64_t{1} << 20;
+
+// Imports made on behalf of a pool carry the pool's device, whatever the calling thread's current
+// device is, so hipPointerGetAttributes reports the device the memory lives on.
+class DeviceScope {
+ public:
+  DeviceScope(Runtime& runtime, int device) : runtime_(runtime), previous_(Runtime::current_device()) {
+    (void)runtime_.set_current_device(device);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() { (void)runtime_.set_current_device(previous_); }
+
+ private:
+  Runtime& runtime_;
+  int previous_;
+};
+
+// A broker's error becomes one HIP documents for hipMemPoolImportPointer.
+hipError_t remote_status(std::int32_t status) noexcept {
+  return status == hipErrorOutOfMemory ? hipErrorOutOfMemory : hipErrorInvalidValue;
+}
+
+}  // namespace
+
+hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, const PoolDescription& description,
+                                std::shared_ptr<ImportedPool>* out) {
+  const std::uint64_t chunk = description.chunk_bytes;
+  const std::uint64_t total = description.virtual_bytes;
+  if (description.token.empty() || chunk == 0 || total == 0 || total % chunk != 0 || total / chunk > kMaxChunks ||
+      description.reserved != 0 || !runtime.valid_device(description.device)) {
+    return hipErrorInvalidValue;
+  }
+  hipMemAllocationProp properties{};
+  properties.type = hipMemAllocationTypePinned;
+  properties.location = {.type = hipMemLocationTypeDevice, .id = description.device};
+  std::size_t granularity = 0;
+  if (const hipError_t error = runtime.granularity(&granularity, &properties, hipMemAllocationGranularityMinimum);
+      error != hipSuccess) {
+    return error;
+  }
+  // Chunks are mapped whole at multiples of their size: they must be granular here too.
+  if (chunk % granularity != 0) return hipErrorInvalidValue;
+  void* base = nullptr;
+  if (const hipError_t error = runtime.reserve(&base, static_cast<std::size_t>(total), 0, nullptr, 0);
+      error != hipSuccess) {
+    return error;
+  }
+  *out =
+      std::make_shared<ImportedPool>(runtime, std::move(channel), description, reinterpret_cast<std::uintptr_t>(base));
+  return hipSuccess;
+}
+
+ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescription& description, std::uintptr_t base)
+    : runtime_(runtime),
+      description_(description),
+      base_(base),
+      channel_(std::move(channel)),
+      chunk_users_(chunk_count(), 0),
+      access_(static_cast<std::size_t>(runtime.device_count()), hipMemAccessFlagsProtNone) {
+  // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
+  access_.at(static_cast<std::size_t>(description.device)) = hipMemAccessFlagsProtReadWrite;
+}
+
+ImportedPool::~ImportedPool() {
+  for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
+    if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
+  }
+  (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), static_cast<std::size_t>(description_.virtual_bytes));
+}
+
+bool ImportedPool::accepts(const PointerExportData& data) const noexcept {
+  const bool reserved_clear =
+      std::all_of(data.reserved.begin(), data.reserved.end(), [](auto word) { return word == 0; });
+  return data.magic == kPointerMagic && data.token == description_.token && reserved_clear && data.size > 0 &&
+         data.offset < description_.virtual_bytes && data.size <= description_.virtual_bytes - data.offset;
+}
+
+hipError_t ImportedPool::fetch_chunk(std::size_t chunk, OwnedFd* fd) {
+  if (!channel_) return hipErrorInvalidValue;
+  BrokerRequest request;
+  request.op = BrokerOp::chunk;
+  request.token = description_.token;
+  request.chunk = chunk;
+  BrokerReply reply;
+  int received = -1;
+  hipError_t error = send_message(channel_.get(), &request, sizeof request, -1) ? hipSuccess : hipErrorInvalidValue;
+  if (error == hipSuccess) error = receive_message(channel_.get(), &reply, sizeof reply, &received, kBrokerTimeout);
+  OwnedFd owned{received};
+  if (error == hipSuccess && reply.magic == kReplyMagic && reply.status != hipSuccess && !owned) {
+    return remote_status(reply.status);  // a refusal in good order: the channel stays usable
+  }
+  if (error != hipSuccess || reply.magic != kReplyMagic || reply.status != hipSuccess || !owned ||
+      reply.chunk != chunk || reply.chunk_bytes != description_.chunk_bytes) {
+    // A lost or senseless reply leaves requests and replies out of step: no later reply can be trusted.
+    channel_.reset();
+    return hipErrorInvalidValue;
+  }
+  *fd = std::move(owned);
+  return hipSuccess;
+}
+
+hipError_t ImportedPool::map_chunk(std::size_t chunk) {
+  OwnedFd fd;
+  if (const hipError_t error = fetch_chunk(chunk, &fd); error != hipSuccess) return error;
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  {
+    const DeviceScope scope{runtime_, description_.device};
+    // The runtime's ordinary import checks the descriptor (the host backend: a memfd of the right
+    // mode; CUDA: an exported allocation) and dups it; ours is closed right after.
+    const auto os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd.get()));
+    if (const hipError_t error = runtime_.import_handle(&handle, os_handle, hipMemHandleTypePosixFileDescriptor);
+        error != hipSuccess) {
+      return error;
+    }
+  }
+  fd.reset();
+  const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
+  void* const at = chunk_address(chunk);
+  // map() refuses an allocation whose size is known and differs from the chunk's.
+  hipError_t error = runtime_.map(at, bytes, 0, handle, 0);
+  // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not.
+  (void)runtime_.release(handle);
+  if (error != hipSuccess) return error;
+  error = runtime_.set_access(at, bytes, access_list());
+  if (error != hipSuccess) {
+    (void)runtime_.unmap(at, bytes);
+    return error;
+  }
+  ++mapped_chunks_;
+  reserved_high_ = std::max<std::uint64_t>(reserved_high_, mapped_chunks_ * description_.chunk_bytes);
+  return hipSuccess;
+}
+
+void ImportedPool::unmap_chunk(std::size_t chunk) {
+  (void)runtime_.unmap(chunk_address(chunk), static_cast<std::size_t>(description_.chunk_bytes));
+  --mapped_chunks_;
+}
+
+hipError_t ImportedPool::acquire(std::uint64_t offset, std::uint64_t size) {
+  const auto first = static_cast<std::size_t>(offset / description_.chunk_bytes);
+  const auto last = static_cast<std::size_t>((offset + size - 1) / description_.chunk_bytes);
+  std::lock_guard lock{mutex_};
+  for (std::size_t chunk = first; chunk <= last; ++chunk) {
+    if (chunk_users_[chunk] > 0) continue;
+    if (const hipError_t error = map_chunk(chunk); error != hipSuccess) {
+      for (std::size_t undo = first; undo < chunk; ++undo) {
+        if (chunk_users_[undo] == 0) unmap_chunk(undo);
+      }
+      return error;
+    }
+  }
+  for (std::size_t chunk = first; chunk <= last; ++chunk) ++chunk_users_[chunk];
+  used_bytes_ += size;
+  used_high_ = std::max(used_high_, used_bytes_);
+  return hipSuccess;
+}
+
+void ImportedPool::release(std::uint64_t offset, std::uint64_t size) {
+  const auto first = static_cast<std::size_t>(offset / description_.chunk_bytes);
+  const auto last = static_cast<std::size_t>((offset + size - 1) / description_.chunk_bytes);
+  std::lock_guard lock{mutex_};
+  for (std::size_t chunk = first; chunk <= last; ++chunk) {
+    if (--chunk_users_[chunk] == 0) unmap_chunk(chunk);
+  }
+  used_bytes_ -= size;
+}
+
+std::vector<hipMemAccessDesc> ImportedPool::access_list() const {
+  std::vector<hipMemAccessDesc> list;
+  list.reserve(access_.size());
+  for (std::size_t device = 0; device < access_.size(); ++device) {
+    hipMemAccessDesc descriptor{};
+    descriptor.location = {.type = hipMemLocationTypeDevice, .id = static_cast<int>(device)};
+    descriptor.flags = access_[device];
+    list.push_back(descriptor);
+  }
+  return list;
+}
+
+hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) const {
+  if (value == nullptr) return hipErrorInvalidValue;
+  std::lock_guard lock{mutex_};
+  const auto put_u64 = [&](std::uint64_t number) { *static_cast<std::uint64_t*>(value) = number; };
+  switch (attribute) {
+    // Nothing is allocated here, so nothing is reused: the policies read as HIP's defaults.
+    case hipMemPoolReuseFollowEventDependencies:
+    case hipMemPoolReuseAllowOpportunistic:
+    case hipMemPoolReuseAllowInternalDependencies: *static_cast<int*>(value) = 1; break;
+    case hipMemPoolAttrReleaseThreshold: put_u64(0); break;
+    // What this process maps of the exporter's memory, and the imported pointers it holds.
+    case hipMemPoolAttrReservedMemCurrent: put_u64(mapped_chunks_ * description_.chunk_bytes); break;
+    case hipMemPoolAttrReservedMemHigh: put_u64(reserved_high_); break;
+    case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_); break;
+    case hipMemPoolAttrUsedMemHigh: put_u64(used_high_); break;
+    default: return hipErrorInvalidValue;
+  }
+  return hipSuccess;
+}
+
+hipError_t ImportedPool::set_access(const hipMemAccessDesc* descriptors, std::size_t count) {
+  if (descriptors == nullptr || count == 0) return hipErrorInvalidValue;
+  for (std::size_t index = 0; index < count; ++index) {
+    const hipMemAccessDesc& descriptor = descriptors[index];
+    if (descriptor.location.type != hipMemLocationTypeDevice || !runtime_.valid_device(descriptor.location.id)) {
+      return hipErrorInvalidValue;
+    }
+    const hipMemAccessFlags flags = descriptor.flags;
+    if (flags != hipMemAccessFlagsProtNone && flags != hipMemAccessFlagsProtRead &&
+        flags != hipMemAccessFlagsProtReadWrite) {
+      return hipErrorInvalidValue;
+    }
+    // As for a pool made here, the pool's own device keeps read-write access.
+    if (descriptor.location.id == device() && flags != hipMemAccessFlagsProtReadWrite) return hipErrorInvalidValue;
+  }
+  std::lock_guard lock{mutex_};
+  const std::vector<hipMemAccessFlags> before = access_;
+  for (std::size_t index = 0; index < count; ++index) {
+    access_.at(static_cast<std::size_t>(descriptors[index].location.id)) = descriptors[index].flags;
+  }
+  const std::vector<hipMemAccessDesc> list = access_list();
+  const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
+  for (std::size_t chunk = 0; chunk < chunk_users_.size(); ++chunk) {
+    if (chunk_users_[chunk] == 0) continue;
+    if (const hipError_t error = runtime_.set_access(chunk_address(chunk), bytes, list); error != hipSuccess) {
+      access_ = before;
+      const std::vector<hipMemAccessDesc> restore = access_list();
+      for (std::size_t undo = 0; undo < chunk; ++undo) {
+        if (chunk_users_[undo] > 0) (void)runtime_.set_access(chunk_address(undo), bytes, restore);
+      }
+      return error;
+    }
+  }
+  return hipSuccess;
+}
+
+hipMemAccessFlags ImportedPool::access(int device) const {
+  std::lock_guard lock{mutex_};
+  return access_.at(static_cast<std::size_t>(device));
+}
+
+}  // namespace hipxx::core

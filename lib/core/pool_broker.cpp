@@ -1,0 +1,160 @@
+#include "core/pool_broker.hpp"
+
+#include "core/memory_pool.hpp"
+#include "core/runtime.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace hipxx::core {
+namespace {
+
+PoolDescription describe(const MemoryPool& pool, const PoolToken& token) {
+  return {.token = token,
+          .chunk_bytes = pool.chunk_bytes(),
+          .virtual_bytes = pool.virtual_bytes(),
+          .device = pool.device(),
+          .reserved = 0};
+}
+
+bool send_status(int socket, hipError_t status) noexcept {
+  BrokerReply reply;
+  reply.status = status;
+  return send_message(socket, &reply, sizeof reply, -1);
+}
+
+}  // namespace
+
+PoolBroker::PoolBroker(Runtime& runtime) : runtime_(runtime), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!wake_) throw std::system_error(errno, std::system_category(), "eventfd");
+  thread_ = std::thread([this] { run(); });
+}
+
+PoolBroker::~PoolBroker() {
+  {
+    std::lock_guard lock{mutex_};
+    stopping_ = true;
+  }
+  wake();
+  thread_.join();
+}
+
+void PoolBroker::wake() const noexcept {
+  const std::uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);  // a full counter already means "wake up"
+}
+
+hipError_t PoolBroker::serve(const std::shared_ptr<MemoryPool>& pool, const PoolToken& token, OwnedFd* exported) {
+  OwnedFd served;
+  OwnedFd handed_out;
+  if (!seqpacket_pair(&served, &handed_out))
+    return errno == EMFILE || errno == ENFILE ? hipErrorOutOfMemory : hipErrorInvalidValue;
+  {
+    std::lock_guard lock{mutex_};
+    queued_.push_back({.socket = std::move(served), .kind = Kind::exported, .pool = pool, .token = token});
+  }
+  wake();
+  *exported = std::move(handed_out);
+  return hipSuccess;
+}
+
+bool PoolBroker::take_queued(std::vector<Entry>& entries) {
+  std::uint64_t count = 0;
+  (void)!::read(wake_.get(), &count, sizeof count);
+  std::lock_guard lock{mutex_};
+  for (Entry& entry : queued_) entries.push_back(std::move(entry));
+  queued_.clear();
+  return !stopping_;
+}
+
+void PoolBroker::run() {
+  std::vector<Entry> entries;
+  std::vector<pollfd> watched;
+  for (;;) {
+    watched.assign(1, pollfd{.fd = wake_.get(), .events = POLLIN, .revents = 0});
+    for (const Entry& entry : entries) watched.push_back({.fd = entry.socket.get(), .events = POLLIN, .revents = 0});
+    if (::poll(watched.data(), watched.size(), -1) < 0) continue;  // EINTR; nothing else can fail here
+    // Hang-ups first, so that by the time any reply of this round is sent, every socket whose peer
+    // was already gone is closed.
+    std::vector<bool> keep(entries.size(), true);
+    for (std::size_t index = 0; index < entries.size(); ++index) {
+      const short events = watched[index + 1].revents;
+      if ((events & (POLLHUP | POLLERR | POLLNVAL)) != 0) keep[index] = false;
+    }
+    const std::size_t polled = entries.size();  // open_channel appends; new entries wait for the next round
+    for (std::size_t index = 0; index < polled; ++index) {
+      if (keep[index] && (watched[index + 1].revents & POLLIN) != 0) keep[index] = answer(entries, index);
+    }
+    for (std::size_t index = polled; index-- > 0;) {
+      if (!keep[index]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(index));
+    }
+    if ((watched[0].revents & POLLIN) != 0 && !take_queued(entries)) return;
+  }
+}
+
+bool PoolBroker::answer(std::vector<Entry>& entries, std::size_t index) {
+  // One byte more than a request, so a longer message shows as one (seqpacket keeps boundaries).
+  std::array<unsigned char, sizeof(BrokerRequest) + 1> buffer{};
+  // Descriptors a hostile sender attaches are dropped by the kernel: there is no room for them.
+  const ssize_t got = ::recv(entries[index].socket.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+  if (got < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  if (got == 0) return false;  // the peer closed
+  BrokerRequest request;
+  if (got != static_cast<ssize_t>(sizeof request))
+    return send_status(entries[index].socket.get(), hipErrorInvalidValue);
+  std::memcpy(&request, buffer.data(), sizeof request);
+  const Kind kind = entries[index].kind;
+  if (request.magic != kRequestMagic) return send_status(entries[index].socket.get(), hipErrorInvalidValue);
+  if (kind == Kind::exported && request.op == BrokerOp::open_channel) return open_channel(entries, index);
+  if (kind == Kind::channel && request.op == BrokerOp::chunk) return send_chunk(entries[index], request);
+  return send_status(entries[index].socket.get(), hipErrorInvalidValue);
+}
+
+bool PoolBroker::open_channel(std::vector<Entry>& entries, std::size_t index) {
+  Entry& exported = entries[index];
+  const std::shared_ptr<MemoryPool> pool = exported.pool.lock();
+  if (!pool) return send_status(exported.socket.get(), hipErrorInvalidValue);
+  OwnedFd kept;
+  OwnedFd given;
+  if (!seqpacket_pair(&kept, &given)) return send_status(exported.socket.get(), hipErrorOutOfMemory);
+  BrokerReply reply;
+  reply.pool = describe(*pool, exported.token);
+  // `given` is closed here once sent: the reader now holds the only other end.
+  if (!send_message(exported.socket.get(), &reply, sizeof reply, given.get())) return false;
+  // Moved out before push_back, which may move `exported` itself.
+  Entry channel{.socket = std::move(kept), .kind = Kind::channel, .pool = exported.pool, .token = exported.token};
+  entries.push_back(std::move(channel));
+  return true;
+}
+
+bool PoolBroker::send_chunk(const Entry& entry, const BrokerRequest& request) {
+  const int socket = entry.socket.get();
+  const std::shared_ptr<MemoryPool> pool = entry.pool.lock();
+  if (!pool || request.token != entry.token || request.chunk >= pool->virtual_bytes() / pool->chunk_bytes()) {
+    return send_status(socket, hipErrorInvalidValue);
+  }
+  // Exported in the pool's device's context (this thread's current device is its own to set).
+  (void)runtime_.set_current_device(pool->device());
+  // The chunk's physical allocation, found by address as hipMemRetainAllocationHandle does: a chunk
+  // that is not mapped now has none, and the importer is told so.
+  void* const at = reinterpret_cast<void*>(pool->base() + request.chunk * pool->chunk_bytes());
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  if (const hipError_t error = runtime_.retain(&handle, at); error != hipSuccess) return send_status(socket, error);
+  int fd = -1;
+  const hipError_t exported = runtime_.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0);
+  (void)runtime_.release(handle);
+  if (exported != hipSuccess) return send_status(socket, exported);
+  const OwnedFd chunk_fd{fd};
+  BrokerReply reply;
+  reply.chunk = request.chunk;
+  reply.chunk_bytes = pool->chunk_bytes();
+  return send_message(socket, &reply, sizeof reply, chunk_fd.get());
+}
+
+}  // namespace hipxx::core

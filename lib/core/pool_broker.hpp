@@ -1,0 +1,65 @@
+// The exporting side of pool sharing: one thread per process that answers importers.
+//
+// hipMemPoolExportToShareableHandle hands the application one end of a fresh seqpacket socketpair;
+// the broker keeps the other. Because the application may give that one descriptor to several
+// processes, the only request the broker answers on it is "open a private channel", answered with
+// one end of another socketpair (and the pool's layout): replies are interchangeable, so it does not
+// matter which reader takes which. Everything else — the fd of chunk k — goes over a private
+// channel, which only its one importer reads.
+//
+// The broker closes its end of any socket whose peer hung up, so an importer that dies (even by
+// SIGKILL) or an exported descriptor closed everywhere leaves nothing open in the exporter. It
+// holds pools weakly: a pool destroyed and drained answers with an error, and keeps nothing alive.
+#pragma once
+
+#include "core/pool_wire.hpp"
+
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace hipxx::core {
+
+class MemoryPool;
+class Runtime;
+
+class PoolBroker {
+ public:
+  // Starts the thread. Throws std::system_error where no thread or wake-up descriptor can be made.
+  explicit PoolBroker(Runtime& runtime);
+  PoolBroker(const PoolBroker&) = delete;
+  PoolBroker& operator=(const PoolBroker&) = delete;
+  // Stops the thread and closes every socket it holds.
+  ~PoolBroker();
+
+  // A new exported socket for `pool`: the broker serves one end, *exported gets the other.
+  [[nodiscard]] hipError_t serve(const std::shared_ptr<MemoryPool>& pool, const PoolToken& token, OwnedFd* exported);
+
+ private:
+  enum class Kind { exported, channel };
+  struct Entry {
+    OwnedFd socket;
+    Kind kind = Kind::exported;
+    std::weak_ptr<MemoryPool> pool;
+    PoolToken token;
+  };
+
+  void run();
+  void wake() const noexcept;
+  // Moves sockets queued by serve() into `entries`; false once the broker is to stop.
+  [[nodiscard]] bool take_queued(std::vector<Entry>& entries);
+  // Answers one request; false when the socket should be closed.
+  [[nodiscard]] bool answer(std::vector<Entry>& entries, std::size_t index);
+  [[nodiscard]] bool open_channel(std::vector<Entry>& entries, std::size_t index);
+  [[nodiscard]] bool send_chunk(const Entry& entry, const BrokerRequest& request);
+
+  Runtime& runtime_;
+  OwnedFd wake_;  // an eventfd: serve() and the destructor poke the thread's poll()
+  std::mutex mutex_;
+  std::vector<Entry> queued_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hipxx::core

@@ -1,0 +1,143 @@
+#include "core/pool_wire.hpp"
+
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace hipxx::core {
+namespace {
+
+// Room for a few descriptors, so a sender that attaches too many is seen (and its extras closed)
+// rather than cut off by the kernel mid-array.
+constexpr std::size_t kMaxFds = 4;
+
+union ControlBuffer {
+  cmsghdr header;
+  std::array<unsigned char, CMSG_SPACE(sizeof(int) * kMaxFds)> bytes;
+};
+
+// Takes every descriptor a message carried; returns the first and closes the rest. *count says how
+// many there were.
+int adopt_fds(msghdr& message, std::size_t* count) noexcept {
+  int first = -1;
+  *count = 0;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t fds = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t index = 0; index < fds; ++index) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+      if (++*count == 1) {
+        first = fd;
+      } else {
+        (void)::close(fd);
+      }
+    }
+  }
+  return first;
+}
+
+// Waits until `socket` is readable or the deadline passes.
+bool wait_readable(int socket, std::chrono::steady_clock::time_point deadline) noexcept {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd watched{.fd = socket, .events = POLLIN, .revents = 0};
+    const int ready = ::poll(&watched, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    // A hung-up socket with nothing left to read is not readable: recv would only say end of file.
+    return ready > 0 && (watched.revents & POLLIN) != 0;
+  }
+}
+
+}  // namespace
+
+PoolToken random_token() noexcept {
+  PoolToken token;
+  auto* bytes = reinterpret_cast<unsigned char*>(token.words.data());
+  std::size_t filled = 0;
+  while (filled < sizeof token.words) {
+    const ssize_t got = ::getrandom(bytes + filled, sizeof token.words - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return {};
+    filled += static_cast<std::size_t>(got);
+  }
+  return token;
+}
+
+void OwnedFd::reset() noexcept {
+  if (fd_ >= 0) (void)::close(std::exchange(fd_, -1));
+}
+
+bool seqpacket_pair(OwnedFd* first, OwnedFd* second) noexcept {
+  std::array<int, 2> ends{};
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends.data()) != 0) return false;
+  *first = OwnedFd{ends[0]};
+  *second = OwnedFd{ends[1]};
+  return true;
+}
+
+bool is_seqpacket_socket(int fd) noexcept {
+  int domain = 0;
+  int type = 0;
+  socklen_t length = sizeof domain;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 || domain != AF_UNIX) return false;
+  length = sizeof type;
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type == SOCK_SEQPACKET;
+}
+
+bool send_message(int socket, const void* data, std::size_t bytes, int fd) noexcept {
+  iovec io{.iov_base = const_cast<void*>(data), .iov_len = bytes};  // sendmsg only reads it
+  ControlBuffer control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  if (fd >= 0) {
+    message.msg_control = control.bytes.data();
+    message.msg_controllen = CMSG_SPACE(sizeof(int));
+    cmsghdr* const header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  }
+  ssize_t sent = 0;
+  do {
+    // Never blocks: a peer that does not read must not stall the broker (or an importer).
+    sent = ::sendmsg(socket, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(bytes);  // seqpacket: all or nothing
+}
+
+hipError_t receive_message(int socket, void* data, std::size_t bytes, int* fd,
+                           std::chrono::milliseconds timeout) noexcept {
+  *fd = -1;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (!wait_readable(socket, deadline)) return hipErrorInvalidValue;
+    iovec io{.iov_base = data, .iov_len = bytes};
+    ControlBuffer control{};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes.data();
+    message.msg_controllen = control.bytes.size();
+    // MSG_CMSG_CLOEXEC: no descriptor may leak into a child another thread execs meanwhile.
+    const ssize_t got = ::recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another reader won
+    std::size_t count = 0;
+    OwnedFd received{got < 0 ? -1 : adopt_fds(message, &count)};
+    if (got != static_cast<ssize_t>(bytes) || count > 1 || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+      return hipErrorInvalidValue;
+    }
+    *fd = received.release();
+    return hipSuccess;
+  }
+}
+
+}  // namespace hipxx::core

@@ -1,0 +1,823 @@
+// Pools shared between real processes: hipMemPoolExportToShareableHandle / ImportFromShareableHandle
+// and hipMemPoolExportPointer / ImportPointer. The other process is tests/pool_peer.cpp, started with
+// fork+exec and found through HIPXX_POOL_PEER (meson sets it); the pool's descriptor travels to it
+// with send_fd. Hostile inputs are tried in this process, which may import its own pools.
+#include "pool_protocol.hpp"
+
+#include <hipxx/fd_passing.hpp>
+#include <hipxx/pool_sharing.hpp>
+
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using pool_test::Op;
+using pool_test::Reply;
+using pool_test::Request;
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+
+std::string peer_path() {
+  char const* const path = std::getenv("HIPXX_POOL_PEER");
+  REQUIRE_MESSAGE(path != nullptr, "HIPXX_POOL_PEER must name the pool_peer executable (meson sets it)");
+  return path;
+}
+
+// fork+exec of the peer with `socket` as its descriptor 3; only async-signal-safe calls in between.
+pid_t spawn_peer(int socket) {
+  std::string path = peer_path();
+  std::string serve = "serve";
+  std::string three = "3";
+  std::array<char*, 4> argv{path.data(), serve.data(), three.data(), nullptr};
+  pid_t const pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (socket == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(socket, 3) != 3) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  pid_t got = 0;
+  do {
+    got = waitpid(pid, &status, 0);
+  } while (got < 0 && errno == EINTR);
+  REQUIRE(got == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class Peer {
+ public:
+  Peer() {
+    std::array<int, 2> ends{};
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) == 0);
+    pid_ = spawn_peer(ends[1]);
+    close(ends[1]);
+    socket_ = hipxx::FileDescriptor{ends[0]};
+  }
+  Peer(Peer const&) = delete;
+  Peer& operator=(Peer const&) = delete;
+  ~Peer() {
+    if (pid_ <= 0) return;
+    Request request{};
+    request.op = Op::exit;
+    Reply reply{};
+    bool const said_goodbye = ipc_test::write_all(socket_.get(), &request, sizeof request) &&
+                              ipc_test::read_all(socket_.get(), &reply, sizeof reply);
+    (void)socket_.close();
+    if (!said_goodbye) ::kill(pid_, SIGKILL);
+    CHECK_MESSAGE(wait_exit_code(pid_) == 0, "the peer did not exit cleanly");
+  }
+
+  Reply call(Request const& request) {
+    REQUIRE_MESSAGE(pid_ > 0, "the peer is gone");
+    Reply reply{};
+    REQUIRE_MESSAGE(ipc_test::write_all(socket_.get(), &request, sizeof request), "the peer hung up");
+    REQUIRE_MESSAGE(ipc_test::read_all(socket_.get(), &reply, sizeof reply), "the peer died (crashed?) answering");
+    return reply;
+  }
+
+  // hipMemPoolImportFromShareableHandle in the peer; returns its pool slot.
+  std::uint32_t import_pool(hipxx::FileDescriptor const& fd) {
+    Request request{};
+    request.op = Op::import_pool;
+    REQUIRE(ipc_test::write_all(socket_.get(), &request, sizeof request));
+    REQUIRE(hipxx::send_fd(socket_, fd, std::uint64_t{0}));
+    Reply reply{};
+    REQUIRE(ipc_test::read_all(socket_.get(), &reply, sizeof reply));
+    REQUIRE(reply.status == hipSuccess);
+    return static_cast<std::uint32_t>(reply.value);
+  }
+
+  Reply import_pointer(std::uint32_t pool, hipMemPoolPtrExportData const& data) {
+    Request request{};
+    request.op = Op::import_pointer;
+    request.slot = pool;
+    request.data = data;
+    return call(request);
+  }
+
+  // Imports and requires success; returns the pointer slot.
+  std::uint32_t import_pointer_ok(std::uint32_t pool, hipMemPoolPtrExportData const& data) {
+    Reply const reply = import_pointer(pool, data);
+    REQUIRE(reply.status == hipSuccess);
+    return static_cast<std::uint32_t>(reply.value);
+  }
+
+  Reply on_slot(Op op, std::uint32_t slot, std::uint64_t offset = 0, std::uint64_t length = 0, std::uint64_t seed = 0) {
+    Request request{};
+    request.op = op;
+    request.slot = slot;
+    request.offset = offset;
+    request.length = length;
+    request.seed = seed;
+    return call(request);
+  }
+
+  std::uint64_t mismatches(std::uint32_t slot, std::uint64_t offset, std::uint64_t length, std::uint64_t seed) {
+    Reply const reply = on_slot(Op::verify, slot, offset, length, seed);
+    REQUIRE(reply.status == hipSuccess);
+    return reply.value;
+  }
+
+  void fill(std::uint32_t slot, std::uint64_t offset, std::uint64_t length, std::uint64_t seed) {
+    REQUIRE(on_slot(Op::fill, slot, offset, length, seed).status == hipSuccess);
+  }
+
+  Reply cpp_roundtrip(hipxx::FileDescriptor const& fd, hipMemPoolPtrExportData const& data, std::uint64_t length,
+                      std::uint64_t seed) {
+    Request request{};
+    request.op = Op::cpp_roundtrip;
+    request.length = length;
+    request.seed = seed;
+    REQUIRE(ipc_test::write_all(socket_.get(), &request, sizeof request));
+    REQUIRE(hipxx::send_fd(socket_, fd, data));
+    Reply reply{};
+    REQUIRE(ipc_test::read_all(socket_.get(), &reply, sizeof reply));
+    return reply;
+  }
+
+  void kill() {
+    REQUIRE(::kill(pid_, SIGKILL) == 0);
+    CHECK(wait_exit_code(pid_) == 128 + SIGKILL);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  hipxx::FileDescriptor socket_;
+};
+
+void fill(void* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
+  std::vector<unsigned char> bytes(length);
+  for (std::size_t index = 0; index < length; ++index) bytes[index] = ipc_test::pattern(seed, offset + index);
+  REQUIRE(hipMemcpy(static_cast<unsigned char*>(device) + offset, bytes.data(), length, hipMemcpyHostToDevice) ==
+          hipSuccess);
+}
+
+std::size_t mismatches(void const* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
+  std::vector<unsigned char> bytes(length);
+  REQUIRE(hipMemcpy(bytes.data(), static_cast<unsigned char const*>(device) + offset, length, hipMemcpyDeviceToHost) ==
+          hipSuccess);
+  std::size_t differ = 0;
+  for (std::size_t index = 0; index < length; ++index)
+    differ += bytes[index] != ipc_test::pattern(seed, offset + index);
+  return differ;
+}
+
+// A pool made with the given handle type, destroyed at scope exit.
+class Pool {
+ public:
+  explicit Pool(hipMemAllocationHandleType type = hipMemHandleTypePosixFileDescriptor) {
+    hipMemPoolProps props{};
+    props.allocType = hipMemAllocationTypePinned;
+    props.handleTypes = type;
+    props.location.type = hipMemLocationTypeDevice;
+    props.location.id = 0;
+    REQUIRE(hipMemPoolCreate(&pool_, &props) == hipSuccess);
+  }
+  Pool(Pool const&) = delete;
+  Pool& operator=(Pool const&) = delete;
+  ~Pool() { CHECK(hipMemPoolDestroy(pool_) == hipSuccess); }
+
+  [[nodiscard]] hipMemPool_t get() const noexcept { return pool_; }
+
+  void* allocate(std::size_t bytes) const {
+    void* pointer = nullptr;
+    REQUIRE(hipMallocFromPoolAsync(&pointer, bytes, pool_, nullptr) == hipSuccess);
+    return pointer;
+  }
+
+  [[nodiscard]] hipxx::FileDescriptor export_fd() const {
+    int fd = -1;
+    REQUIRE(hipMemPoolExportToShareableHandle(&fd, pool_, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+    REQUIRE(fd >= 0);
+    return hipxx::FileDescriptor{fd};
+  }
+
+  [[nodiscard]] std::uint64_t reserved() const {
+    std::uint64_t bytes = 0;
+    REQUIRE(hipMemPoolGetAttribute(pool_, hipMemPoolAttrReservedMemCurrent, &bytes) == hipSuccess);
+    return bytes;
+  }
+
+ private:
+  hipMemPool_t pool_ = nullptr;
+};
+
+hipMemPoolPtrExportData export_data(void* pointer) {
+  hipMemPoolPtrExportData data{};
+  REQUIRE(hipMemPoolExportPointer(&data, pointer) == hipSuccess);
+  return data;
+}
+
+void* as_handle(int fd) { return reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)); }
+
+hipError_t import_fd(int fd, hipMemPool_t* pool) {
+  return hipMemPoolImportFromShareableHandle(pool, as_handle(fd), hipMemHandleTypePosixFileDescriptor, 0);
+}
+
+// A pool of this same process, imported: hostile inputs need an imported pool to aim at.
+hipMemPool_t import_here(Pool const& pool) {
+  auto const fd = pool.export_fd();
+  hipMemPool_t imported = nullptr;
+  REQUIRE(import_fd(fd.get(), &imported) == hipSuccess);
+  return imported;
+}
+
+// Open descriptors of this process; with `sockets_only`, those that are sockets.
+std::size_t open_fd_count(bool sockets_only = false) {
+  DIR* const directory = opendir("/proc/self/fd");
+  REQUIRE(directory != nullptr);
+  std::size_t count = 0;
+  while (dirent const* entry = readdir(directory)) {
+    if (entry->d_name[0] == '.' || std::atoi(entry->d_name) == dirfd(directory)) continue;
+    std::array<char, 64> target{};
+    std::string const link = std::string{"/proc/self/fd/"} + entry->d_name;
+    ssize_t const length = readlink(link.c_str(), target.data(), target.size() - 1);
+    count += !sockets_only || (length > 0 && std::string_view{target.data()}.starts_with("socket:")) ? 1 : 0;
+  }
+  closedir(directory);
+  return count;
+}
+
+// The broker closes its end of a socket when it sees the hang-up, on its own thread: wait for that
+// (a bound on a condition, not a guess at a duration).
+bool eventually(std::function<bool()> const& condition) {
+  auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  return true;
+}
+
+// Starts the broker (its eventfd stays for the life of the process) and waits until it has closed
+// the sockets of the round trip, so that a count taken now is a baseline.
+std::size_t broker_baseline() {
+  {
+    Pool warm;
+    hipMemPool_t imported = import_here(warm);
+    REQUIRE(hipMemPoolDestroy(imported) == hipSuccess);
+  }
+  // Between tests this process holds no socket of its own, so every socket left is one the broker
+  // has yet to close (this round trip's, or an earlier test's): wait until there are none. The
+  // broker's eventfd (no socket) stays for good.
+  REQUIRE(eventually([] { return open_fd_count(true) == 0; }));
+  return open_fd_count();
+}
+
+}  // namespace
+
+TEST_CASE("a peer reads what the exporter wrote, and the exporter sees what the peer wrote") {
+  Pool pool;
+  void* const pointer = pool.allocate(1 * kMiB);
+  fill(pointer, 0, 1 * kMiB, 1);
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  std::uint32_t const slot = peer.import_pointer_ok(imported_pool, export_data(pointer));
+  CHECK(peer.mismatches(slot, 0, 1 * kMiB, 1) == 0);
+
+  peer.fill(slot, 4 * kKiB, 64 * kKiB, 2);
+  CHECK(mismatches(pointer, 4 * kKiB, 64 * kKiB, 2) == 0);
+  CHECK(mismatches(pointer, 0, 4 * kKiB, 1) == 0);
+  CHECK(mismatches(pointer, 68 * kKiB, 1 * kMiB - 68 * kKiB, 1) == 0);
+
+  // The documented order: the importer frees first.
+  CHECK(peer.on_slot(Op::free, slot).status == hipSuccess);
+  CHECK(peer.on_slot(Op::free, slot).status == hipErrorInvalidValue);  // freed already
+  CHECK(hipFree(pointer) == hipSuccess);
+}
+
+TEST_CASE("an imported pool refuses hipMallocFromPoolAsync and hipDeviceSetMemPool") {
+  Pool pool;
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  Reply const reply = peer.on_slot(Op::refuse, imported_pool);
+  CHECK(reply.status == hipErrorInvalidValue);
+  CHECK(reply.second == hipErrorInvalidValue);
+
+  // The same in this process, with the other pool calls that do apply to an imported pool.
+  hipMemPool_t const here = import_here(pool);
+  void* pointer = nullptr;
+  CHECK(hipMallocFromPoolAsync(&pointer, 256, here, nullptr) == hipErrorInvalidValue);
+  CHECK(hipDeviceSetMemPool(0, here) == hipErrorInvalidValue);
+  std::uint64_t threshold = 1;
+  CHECK(hipMemPoolSetAttribute(here, hipMemPoolAttrReleaseThreshold, &threshold) == hipErrorInvalidValue);
+  CHECK(hipMemPoolGetAttribute(here, hipMemPoolAttrReservedMemCurrent, &threshold) == hipSuccess);
+  CHECK(threshold == 0);
+  hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
+  hipMemLocation location{hipMemLocationTypeDevice, 0};
+  CHECK(hipMemPoolGetAccess(&flags, here, &location) == hipSuccess);
+  CHECK(flags == hipMemAccessFlagsProtReadWrite);
+  CHECK(hipMemPoolTrimTo(here, 0) == hipSuccess);
+  hipMemPool_t current = nullptr;
+  CHECK(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current != here);
+  CHECK(hipMemPoolDestroy(here) == hipSuccess);
+  CHECK(hipMemPoolDestroy(here) == hipErrorInvalidValue);
+}
+
+TEST_CASE("a pointer spanning two chunks, and one exported after the pool mapped another chunk") {
+  Pool pool;
+  void* const small = pool.allocate(256);
+  std::uint64_t const chunk = pool.reserved();  // one chunk is mapped now
+  REQUIRE(chunk > 0);
+  fill(small, 0, 256, 3);
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  std::uint32_t const small_slot = peer.import_pointer_ok(imported_pool, export_data(small));
+  CHECK(peer.mismatches(small_slot, 0, 256, 3) == 0);
+  CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == chunk);
+
+  // Carved right after `small`: it runs from chunk 0 into chunk 1, which the pool maps only now,
+  // after the peer imported the pool.
+  void* const spanning = pool.allocate(chunk);
+  CHECK(pool.reserved() == 2 * chunk);
+  std::size_t const boundary = chunk - (static_cast<unsigned char*>(spanning) - static_cast<unsigned char*>(small));
+  fill(spanning, boundary - 8 * kKiB, 16 * kKiB, 4);
+  std::uint32_t const spanning_slot = peer.import_pointer_ok(imported_pool, export_data(spanning));
+  CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == 2 * chunk);
+  CHECK(peer.mismatches(spanning_slot, boundary - 8 * kKiB, 16 * kKiB, 4) == 0);
+  peer.fill(spanning_slot, boundary - 4 * kKiB, 8 * kKiB, 5);
+  CHECK(mismatches(spanning, boundary - 4 * kKiB, 8 * kKiB, 5) == 0);
+
+  // Chunk 0 stays mapped in the peer while `small` is imported; chunk 1 goes with `spanning`.
+  CHECK(peer.on_slot(Op::free, spanning_slot).status == hipSuccess);
+  CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == chunk);
+  CHECK(peer.mismatches(small_slot, 0, 256, 3) == 0);
+  CHECK(peer.on_slot(Op::free_async, small_slot).status == hipSuccess);
+  CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == 0);
+  CHECK(hipFree(spanning) == hipSuccess);
+  CHECK(hipFree(small) == hipSuccess);
+}
+
+TEST_CASE("free ordering: the importer frees first, the exporter reuses the memory, the peer imports it again") {
+  Pool pool;
+  void* const first = pool.allocate(64 * kKiB);
+  fill(first, 0, 64 * kKiB, 6);
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  Reply const imported = peer.import_pointer(imported_pool, export_data(first));
+  REQUIRE(imported.status == hipSuccess);
+  auto const slot = static_cast<std::uint32_t>(imported.value);
+  CHECK(peer.on_slot(Op::free_async, slot).status == hipSuccess);
+  CHECK(hipFreeAsync(first, nullptr) == hipSuccess);
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+
+  void* const second = pool.allocate(64 * kKiB);
+  CHECK(second == first);  // the same block, reused
+  fill(second, 0, 64 * kKiB, 7);
+  Reply const again = peer.import_pointer(imported_pool, export_data(second));
+  REQUIRE(again.status == hipSuccess);
+  CHECK(again.address == imported.address);  // the same offset in the same mirror
+  CHECK(peer.mismatches(static_cast<std::uint32_t>(again.value), 0, 64 * kKiB, 7) == 0);
+  CHECK(peer.on_slot(Op::free, static_cast<std::uint32_t>(again.value)).status == hipSuccess);
+  CHECK(hipFree(second) == hipSuccess);
+}
+
+TEST_CASE("importing one pointer twice gives the same address, and each import takes one free") {
+  Pool pool;
+  void* const pointer = pool.allocate(4 * kKiB);
+  fill(pointer, 0, 4 * kKiB, 8);
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  Reply const once = peer.import_pointer(imported_pool, export_data(pointer));
+  Reply const twice = peer.import_pointer(imported_pool, export_data(pointer));
+  REQUIRE(once.status == hipSuccess);
+  REQUIRE(twice.status == hipSuccess);
+  CHECK(once.address == twice.address);
+  auto const first_slot = static_cast<std::uint32_t>(once.value);
+  auto const second_slot = static_cast<std::uint32_t>(twice.value);
+  CHECK(peer.on_slot(Op::free, first_slot).status == hipSuccess);
+  CHECK(peer.mismatches(second_slot, 0, 4 * kKiB, 8) == 0);  // still mapped for the second import
+  CHECK(peer.on_slot(Op::free, second_slot).status == hipSuccess);
+  CHECK(peer.on_slot(Op::free, second_slot).status == hipErrorInvalidValue);
+  CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == 0);
+  CHECK(hipFree(pointer) == hipSuccess);
+}
+
+TEST_CASE("an imported pool destroyed with pointers out: they stay usable until freed") {
+  Pool pool;
+  void* const pointer = pool.allocate(4 * kKiB);
+  fill(pointer, 0, 4 * kKiB, 9);
+  Peer peer;
+  std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+  std::uint32_t const slot = peer.import_pointer_ok(imported_pool, export_data(pointer));
+  CHECK(peer.on_slot(Op::destroy_pool, imported_pool).status == hipSuccess);
+  CHECK(peer.on_slot(Op::destroy_pool, imported_pool).status == hipErrorInvalidValue);
+  CHECK(peer.mismatches(slot, 0, 4 * kKiB, 9) == 0);
+  CHECK(peer.on_slot(Op::free, slot).status == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+}
+
+TEST_CASE("one exported descriptor serves two peers, and the exporter may destroy its pool afterwards") {
+  void* pointer = nullptr;
+  hipxx::FileDescriptor fd;
+  Peer first;
+  Peer second;
+  {
+    Pool pool;
+    pointer = pool.allocate(8 * kKiB);
+    fill(pointer, 0, 8 * kKiB, 10);
+    fd = pool.export_fd();
+    auto const data = export_data(pointer);
+    std::uint32_t const first_pool = first.import_pool(fd);
+    std::uint32_t const second_pool = second.import_pool(fd);
+    std::uint32_t const first_slot = first.import_pointer_ok(first_pool, data);
+    std::uint32_t const second_slot = second.import_pointer_ok(second_pool, data);
+    CHECK(first.mismatches(first_slot, 0, 8 * kKiB, 10) == 0);
+    second.fill(second_slot, 0, 4 * kKiB, 11);
+    CHECK(first.mismatches(first_slot, 0, 4 * kKiB, 11) == 0);
+    CHECK(first.on_slot(Op::free, first_slot).status == hipSuccess);
+    CHECK(second.on_slot(Op::free, second_slot).status == hipSuccess);
+  }
+  // Destroyed with an allocation out: the pool lives on, and so does its export.
+  std::uint32_t const late_pool = first.import_pool(fd);
+  CHECK(first.on_slot(Op::reserved_bytes, late_pool).status == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+  // Now it is gone: the broker refuses to describe it.
+  hipMemPool_t refused = nullptr;
+  CHECK(import_fd(fd.get(), &refused) == hipErrorInvalidValue);
+}
+
+TEST_CASE("a peer killed with SIGKILL: the exporter keeps working and its descriptors return to the baseline") {
+  std::size_t const baseline = broker_baseline();
+  {
+    Pool pool;
+    void* const pointer = pool.allocate(1 * kMiB);
+    fill(pointer, 0, 1 * kMiB, 12);
+    {
+      Peer peer;
+      std::uint32_t const imported_pool = peer.import_pool(pool.export_fd());
+      std::uint32_t const slot = peer.import_pointer_ok(imported_pool, export_data(pointer));
+      CHECK(peer.mismatches(slot, 0, 1 * kMiB, 12) == 0);
+      peer.kill();
+    }
+    // The exported descriptor was closed here right after sending; the peer's copies and its private
+    // channel died with it. The broker closes its ends; the pool's own chunk stays.
+    CHECK(eventually([&] { return open_fd_count() == baseline + 1; }));  // + the pool's one mapped chunk
+    fill(pointer, 0, 1 * kMiB, 13);
+    CHECK(mismatches(pointer, 0, 1 * kMiB, 13) == 0);
+    void* const more = pool.allocate(2 * kMiB);
+    CHECK(hipFreeAsync(more, nullptr) == hipSuccess);
+    // And it can still be shared.
+    Peer next;
+    std::uint32_t const again = next.import_pool(pool.export_fd());
+    std::uint32_t const slot = next.import_pointer_ok(again, export_data(pointer));
+    CHECK(next.mismatches(slot, 0, 1 * kMiB, 13) == 0);
+    CHECK(next.on_slot(Op::free, slot).status == hipSuccess);
+    CHECK(hipFree(pointer) == hipSuccess);
+  }
+  CHECK(eventually([&] { return open_fd_count() == baseline; }));
+}
+
+TEST_CASE("exporting: only a live allocation of a pool made for the POSIX fd handle type") {
+  Pool exportable;
+  Pool plain{hipMemHandleTypeNone};
+  int fd = -1;
+  CHECK(hipMemPoolExportToShareableHandle(&fd, plain.get(), hipMemHandleTypePosixFileDescriptor, 0) ==
+        hipErrorInvalidValue);
+  hipMemPool_t default_pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&default_pool, 0) == hipSuccess);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, default_pool, hipMemHandleTypePosixFileDescriptor, 0) ==
+        hipErrorInvalidValue);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeWin32, 0) == hipErrorNotSupported);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeNone, 0) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypePosixFileDescriptor, 1) ==
+        hipErrorInvalidValue);
+  CHECK(hipMemPoolExportToShareableHandle(nullptr, exportable.get(), hipMemHandleTypePosixFileDescriptor, 0) ==
+        hipErrorInvalidValue);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, nullptr, hipMemHandleTypePosixFileDescriptor, 0) ==
+        hipErrorInvalidValue);
+  CHECK(fd == -1);  // nothing was written by a refused call
+  hipMemPool_t const imported = import_here(exportable);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, imported, hipMemHandleTypePosixFileDescriptor, 0) ==
+        hipErrorInvalidValue);
+
+  hipMemPoolPtrExportData data{};
+  void* const live = exportable.allocate(4 * kKiB);
+  void* const unshareable = plain.allocate(4 * kKiB);
+  void* linear = nullptr;
+  REQUIRE(hipMalloc(&linear, 4 * kKiB) == hipSuccess);
+  int on_stack = 0;
+  CHECK(hipMemPoolExportPointer(&data, unshareable) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(&data, linear) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(&data, &on_stack) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(&data, static_cast<unsigned char*>(live) + 256) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(&data, nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(nullptr, live) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportPointer(&data, live) == hipSuccess);
+  CHECK(hipFree(live) == hipSuccess);
+  CHECK(hipMemPoolExportPointer(&data, live) == hipErrorInvalidValue);  // freed
+  CHECK(hipFree(unshareable) == hipSuccess);
+  CHECK(hipFree(linear) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+}
+
+TEST_CASE("importing a pool: descriptors that are no pool handle are refused") {
+  hipMemPool_t pool = nullptr;
+  SUBCASE("closed, negative and huge descriptors") {
+    std::array<int, 2> ends{};
+    REQUIRE(pipe2(ends.data(), O_CLOEXEC) == 0);
+    close(ends[0]);
+    close(ends[1]);
+    CHECK(import_fd(ends[0], &pool) == hipErrorInvalidValue);
+    CHECK(import_fd(-1, &pool) == hipErrorInvalidValue);
+    CHECK(hipMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(std::uintptr_t{1} << 40),
+                                              hipMemHandleTypePosixFileDescriptor, 0) == hipErrorInvalidValue);
+  }
+  SUBCASE("a regular file, a pipe and a memfd") {
+    hipxx::FileDescriptor const file{open("/proc/self/exe", O_RDONLY | O_CLOEXEC)};
+    CHECK(import_fd(file.get(), &pool) == hipErrorInvalidValue);
+    std::array<int, 2> ends{};
+    REQUIRE(pipe2(ends.data(), O_CLOEXEC) == 0);
+    hipxx::FileDescriptor const read_end{ends[0]};
+    hipxx::FileDescriptor const write_end{ends[1]};
+    CHECK(import_fd(write_end.get(), &pool) == hipErrorInvalidValue);
+    hipxx::FileDescriptor const memory{memfd_create("not-a-pool", MFD_CLOEXEC)};
+    CHECK(import_fd(memory.get(), &pool) == hipErrorInvalidValue);
+  }
+  SUBCASE("sockets that lead to no broker") {
+    std::array<int, 2> ends{};
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) == 0);
+    hipxx::FileDescriptor const stream_a{ends[0]};
+    hipxx::FileDescriptor const stream_b{ends[1]};
+    CHECK(import_fd(stream_a.get(), &pool) == hipErrorInvalidValue);
+    REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends.data()) == 0);
+    hipxx::FileDescriptor const lonely{ends[0]};
+    close(ends[1]);  // nobody on the other end
+    CHECK(import_fd(lonely.get(), &pool) == hipErrorInvalidValue);
+  }
+  SUBCASE("wrong handle types and flags") {
+    Pool exportable;
+    auto const fd = exportable.export_fd();
+    CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypeNone, 0) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypeWin32, 0) ==
+          hipErrorNotSupported);
+    CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypePosixFileDescriptor, 1) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemPoolImportFromShareableHandle(nullptr, as_handle(fd.get()), hipMemHandleTypePosixFileDescriptor, 0) ==
+          hipErrorInvalidValue);
+    // The refusals left the handle as it was.
+    CHECK(import_fd(fd.get(), &pool) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+}
+
+namespace {
+
+// Answers one request on `socket` with `reply` (and `fd` attached unless it is -1), then keeps the
+// socket until destroyed: a broker impostor.
+class FakeBroker {
+ public:
+  FakeBroker(hipxx::FileDescriptor socket, std::vector<unsigned char> reply, int fd = -1)
+      : socket_(std::move(socket)), thread_([this, reply = std::move(reply), fd] { answer(reply, fd); }) {}
+  FakeBroker(FakeBroker const&) = delete;
+  FakeBroker& operator=(FakeBroker const&) = delete;
+  ~FakeBroker() { thread_.join(); }
+
+ private:
+  void answer(std::vector<unsigned char> const& reply, int fd) {
+    std::array<unsigned char, 256> request{};
+    if (recv(socket_.get(), request.data(), request.size(), 0) <= 0) return;
+    if (fd < 0) {
+      (void)send(socket_.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+    } else {
+      (void)hipxx::detail::send_fd_bytes(socket_.get(), fd,
+                                         std::span{reinterpret_cast<std::byte const*>(reply.data()), reply.size()});
+    }
+  }
+
+  hipxx::FileDescriptor socket_;
+  std::thread thread_;
+};
+
+// Our broker's reply layout (lib/core/pool_wire.hpp), written out so the impostor can be nearly right.
+struct WireReply {
+  std::uint32_t magic = 0x48505250;
+  std::int32_t status = 0;
+  std::array<std::uint64_t, 2> token{1, 2};
+  std::uint64_t chunk_bytes = 0;
+  std::uint64_t virtual_bytes = 0;
+  std::int32_t device = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t chunk = 0;
+  std::uint64_t reply_chunk_bytes = 0;
+};
+
+std::vector<unsigned char> bytes_of(WireReply const& reply) {
+  std::vector<unsigned char> bytes(sizeof reply);
+  std::memcpy(bytes.data(), &reply, sizeof reply);
+  return bytes;
+}
+
+std::pair<hipxx::FileDescriptor, hipxx::FileDescriptor> seqpacket_pair() {
+  std::array<int, 2> ends{};
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends.data()) == 0);
+  return {hipxx::FileDescriptor{ends[0]}, hipxx::FileDescriptor{ends[1]}};
+}
+
+hipError_t import_from_impostor(std::vector<unsigned char> reply, int fd = -1) {
+  auto [ours, theirs] = seqpacket_pair();
+  FakeBroker const impostor{std::move(theirs), std::move(reply), fd};
+  hipMemPool_t pool = nullptr;
+  return import_fd(ours.get(), &pool);
+}
+
+}  // namespace
+
+TEST_CASE("importing a pool: impostor brokers and their garbage are refused") {
+  std::vector<unsigned char> const garbage(17, 0xA5);
+  CHECK(import_from_impostor(garbage) == hipErrorInvalidValue);
+  CHECK(import_from_impostor(std::vector<unsigned char>(sizeof(WireReply), 0)) == hipErrorInvalidValue);
+  hipxx::FileDescriptor const file{open("/proc/self/exe", O_RDONLY | O_CLOEXEC)};
+  WireReply plausible;
+  plausible.chunk_bytes = 32 * kMiB;
+  plausible.virtual_bytes = 64 * kMiB;
+  // A plausible layout, but what comes with it is a file, not a channel.
+  CHECK(import_from_impostor(bytes_of(plausible), file.get()) == hipErrorInvalidValue);
+  // A channel, but layouts no pool has.
+  auto [channel, channel_peer] = seqpacket_pair();
+  for (auto [chunk, total] : {std::pair<std::uint64_t, std::uint64_t>{0, 64 * kMiB},
+                              {32 * kMiB, 48 * kMiB},
+                              {2 * kMiB, std::uint64_t{1} << 62},
+                              {4096 + 1, 2 * (4096 + 1)}}) {
+    WireReply absurd = plausible;
+    absurd.chunk_bytes = chunk;
+    absurd.virtual_bytes = total;
+    CHECK(import_from_impostor(bytes_of(absurd), channel.get()) == hipErrorInvalidValue);
+  }
+  WireReply elsewhere = plausible;
+  elsewhere.device = 7;
+  CHECK(import_from_impostor(bytes_of(elsewhere), channel.get()) == hipErrorInvalidValue);
+  WireReply refusing = plausible;
+  refusing.status = hipErrorOutOfMemory;
+  CHECK(import_from_impostor(bytes_of(refusing)) == hipErrorOutOfMemory);
+}
+
+TEST_CASE("importing a pointer from an impostor's pool: wrong chunks are refused, nothing is mapped") {
+  auto [ours, theirs] = seqpacket_pair();
+  auto [channel, channel_peer] = seqpacket_pair();
+  WireReply description;
+  description.chunk_bytes = 32 * kMiB;
+  description.virtual_bytes = 64 * kMiB;
+  hipMemPool_t pool = nullptr;
+  {
+    FakeBroker const impostor{std::move(theirs), bytes_of(description), channel.get()};
+    REQUIRE(import_fd(ours.get(), &pool) == hipSuccess);  // nothing shows it is an impostor yet
+  }
+  channel.close().value();
+  struct {
+    std::uint64_t magic = 0x6869707878707470;
+    std::array<std::uint64_t, 2> token{1, 2};
+    std::uint64_t offset = 0;
+    std::uint64_t size = 4096;
+    std::array<std::uint64_t, 3> reserved{};
+  } wanted;
+  hipMemPoolPtrExportData data{};
+  std::memcpy(&data, &wanted, sizeof data);
+  void* pointer = nullptr;
+  {
+    // A memfd of the wrong size for a chunk: the mapping refuses it.
+    hipxx::FileDescriptor const small{memfd_create("small", MFD_CLOEXEC)};
+    REQUIRE(ftruncate(small.get(), 4096) == 0);
+    WireReply chunk_reply;
+    chunk_reply.reply_chunk_bytes = 32 * kMiB;
+    FakeBroker const impostor{std::move(channel_peer), bytes_of(chunk_reply), small.get()};
+    CHECK(hipMemPoolImportPointer(&pointer, pool, &data) == hipErrorInvalidValue);
+  }
+  // Its channel is gone now: every later import fails, at once.
+  CHECK(hipMemPoolImportPointer(&pointer, pool, &data) == hipErrorInvalidValue);
+  std::uint64_t reserved = 1;
+  CHECK(hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &reserved) == hipSuccess);
+  CHECK(reserved == 0);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("importing a pointer: export data that names nothing in the pool is refused") {
+  Pool pool;
+  void* const live = pool.allocate(4 * kKiB);
+  hipMemPool_t const imported = import_here(pool);
+  hipMemPoolPtrExportData const good = export_data(live);
+  void* pointer = nullptr;
+
+  std::mt19937_64 random{20240611};
+  for (int round = 0; round < 200; ++round) {
+    hipMemPoolPtrExportData junk{};
+    for (unsigned char& byte : junk.reserved) byte = static_cast<unsigned char>(random());
+    CHECK(hipMemPoolImportPointer(&pointer, imported, &junk) == hipErrorInvalidValue);
+  }
+  // One field wrong at a time: the magic, the token, the offset, the size, the reserved words.
+  for (std::size_t word : {0U, 1U, 2U, 3U, 4U, 5U, 6U, 7U}) {
+    hipMemPoolPtrExportData bad = good;
+    std::uint64_t value = 0;
+    std::memcpy(&value, bad.reserved + word * 8, 8);
+    value = word == 3 ? (std::uint64_t{1} << 40) : word == 4 ? 0 : value ^ 0x10000;
+    std::memcpy(bad.reserved + word * 8, &value, 8);
+    CHECK(hipMemPoolImportPointer(&pointer, imported, &bad) == hipErrorInvalidValue);
+  }
+  hipMemPoolPtrExportData overflow = good;
+  std::uint64_t const huge = ~std::uint64_t{0} - 100;
+  std::memcpy(overflow.reserved + 32, &huge, 8);
+  CHECK(hipMemPoolImportPointer(&pointer, imported, &overflow) == hipErrorInvalidValue);
+
+  // The pool of this process is not an imported one; null arguments.
+  hipMemPoolPtrExportData copy = good;
+  CHECK(hipMemPoolImportPointer(&pointer, pool.get(), &copy) == hipErrorInvalidValue);
+  CHECK(hipMemPoolImportPointer(&pointer, nullptr, &copy) == hipErrorInvalidValue);
+  CHECK(hipMemPoolImportPointer(nullptr, imported, &copy) == hipErrorInvalidValue);
+  CHECK(hipMemPoolImportPointer(&pointer, imported, nullptr) == hipErrorInvalidValue);
+  CHECK(pointer == nullptr);
+
+  // The good data still works, in this same process: a second mapping of the same memory.
+  REQUIRE(hipMemPoolImportPointer(&pointer, imported, &copy) == hipSuccess);
+  CHECK(pointer != live);
+  fill(live, 0, 4 * kKiB, 14);
+  CHECK(mismatches(pointer, 0, 4 * kKiB, 14) == 0);
+  CHECK(hipFree(static_cast<unsigned char*>(pointer) + 256) == hipErrorInvalidValue);
+  CHECK(hipFreeAsync(static_cast<unsigned char*>(pointer) + 256, nullptr) == hipErrorInvalidValue);
+  CHECK(hipFreeAsync(pointer, nullptr) == hipSuccess);
+  CHECK(hipFreeAsync(pointer, nullptr) == hipErrorInvalidValue);
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  CHECK(hipFree(live) == hipSuccess);
+}
+
+TEST_CASE("garbage sent to an exported descriptor does not break the broker") {
+  Pool pool;
+  auto const fd = pool.export_fd();
+  std::array<unsigned char, 40> garbage{};
+  garbage.fill(0x5A);
+  REQUIRE(send(fd.get(), garbage.data(), garbage.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(garbage.size()));
+  REQUIRE(send(fd.get(), garbage.data(), 3, MSG_NOSIGNAL) == 3);
+  // Its two error replies are still queued; an import reads one of them and is refused, as any reader
+  // of a descriptor someone else scribbled on may be. The broker itself carries on.
+  hipMemPool_t imported = nullptr;
+  CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
+  CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
+  REQUIRE(import_fd(fd.get(), &imported) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+}
+
+TEST_CASE("C++ handles: export_handle, export_pointer, ImportedMemPool and ImportedPoolPointer") {
+  auto pool = hipxx::MemPool::create(hipxx::Device{0}, {.shareable = hipxx::Shareable::posix_fd}).value();
+  auto allocation = pool.allocate(64 * kKiB, hipxx::StreamRef{}).value();
+  fill(allocation.data(), 0, 64 * kKiB, 15);
+  auto const fd = hipxx::export_handle(pool).value();
+  auto const data = hipxx::export_pointer(allocation).value();
+
+  SUBCASE("in a peer") {
+    Peer peer;
+    Reply const reply = peer.cpp_roundtrip(fd, data, 64 * kKiB, 15);
+    CHECK(reply.status == hipSuccess);
+    CHECK(reply.value == 0);
+    CHECK(mismatches(allocation.data(), 0, 64 * kKiB, 16) == 0);
+  }
+  SUBCASE("in this process") {
+    auto imported = hipxx::ImportedMemPool::open(fd).value();
+    CHECK(imported.access(hipxx::Device{0}).value() == hipxx::Access::read_write);
+    auto pointer = imported.import_pointer(data).value();
+    CHECK(mismatches(pointer.data(), 0, 64 * kKiB, 15) == 0);
+    auto again = imported.import_pointer(data).value();
+    CHECK(again.data() == pointer.data());
+    CHECK(again.free_async(hipxx::StreamRef{}));
+    CHECK(!again);
+    CHECK(pointer.free());
+    CHECK(pointer.free());  // nothing left: success
+  }
+  SUBCASE("refusals") {
+    auto plain = hipxx::MemPool::create(hipxx::Device{0}).value();
+    CHECK(hipxx::export_handle(plain).error() == hipErrorInvalidValue);
+    CHECK(hipxx::export_pointer(static_cast<unsigned char*>(allocation.data()) + 256).error() == hipErrorInvalidValue);
+    CHECK(hipxx::ImportedMemPool::open(hipxx::FileDescriptor{}).error() == hipErrorInvalidValue);
+  }
+  CHECK(allocation.free());
+}
