@@ -68,10 +68,8 @@ ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescript
       base_(base),
       channel_(std::move(channel)),
       chunk_users_(chunk_count(), 0),
-      access_(static_cast<std::size_t>(runtime.device_count()), hipMemAccessFlagsProtNone) {
-  // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
-  access_.at(static_cast<std::size_t>(description.device)) = hipMemAccessFlagsProtReadWrite;
-}
+      // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
+      access_(runtime.device_count(), description.device) {}
 
 ImportedPool::~ImportedPool() {
   for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
@@ -133,7 +131,7 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
   // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not.
   (void)runtime_.release(handle);
   if (error != hipSuccess) return error;
-  error = runtime_.set_access(at, bytes, access_list());
+  error = runtime_.set_access(at, bytes, access_.list());
   if (error != hipSuccess) {
     (void)runtime_.unmap(at, bytes);
     return error;
@@ -177,18 +175,6 @@ void ImportedPool::release(std::uint64_t offset, std::uint64_t size) {
   used_bytes_ -= size;
 }
 
-std::vector<hipMemAccessDesc> ImportedPool::access_list() const {
-  std::vector<hipMemAccessDesc> list;
-  list.reserve(access_.size());
-  for (std::size_t device = 0; device < access_.size(); ++device) {
-    hipMemAccessDesc descriptor{};
-    descriptor.location = {.type = hipMemLocationTypeDevice, .id = static_cast<int>(device)};
-    descriptor.flags = access_[device];
-    list.push_back(descriptor);
-  }
-  return list;
-}
-
 hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) const {
   if (value == nullptr) return hipErrorInvalidValue;
   std::lock_guard lock{mutex_};
@@ -210,44 +196,15 @@ hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) co
 }
 
 hipError_t ImportedPool::set_access(const hipMemAccessDesc* descriptors, std::size_t count) {
-  if (descriptors == nullptr || count == 0) return hipErrorInvalidValue;
-  for (std::size_t index = 0; index < count; ++index) {
-    const hipMemAccessDesc& descriptor = descriptors[index];
-    if (descriptor.location.type != hipMemLocationTypeDevice || !runtime_.valid_device(descriptor.location.id)) {
-      return hipErrorInvalidValue;
-    }
-    const hipMemAccessFlags flags = descriptor.flags;
-    if (flags != hipMemAccessFlagsProtNone && flags != hipMemAccessFlagsProtRead &&
-        flags != hipMemAccessFlagsProtReadWrite) {
-      return hipErrorInvalidValue;
-    }
-    // As for a pool made here, the pool's own device keeps read-write access.
-    if (descriptor.location.id == device() && flags != hipMemAccessFlagsProtReadWrite) return hipErrorInvalidValue;
-  }
+  if (const hipError_t error = access_.check(descriptors, count); error != hipSuccess) return error;
   std::lock_guard lock{mutex_};
-  const std::vector<hipMemAccessFlags> before = access_;
-  for (std::size_t index = 0; index < count; ++index) {
-    access_.at(static_cast<std::size_t>(descriptors[index].location.id)) = descriptors[index].flags;
-  }
-  const std::vector<hipMemAccessDesc> list = access_list();
-  const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
-  for (std::size_t chunk = 0; chunk < chunk_users_.size(); ++chunk) {
-    if (chunk_users_[chunk] == 0) continue;
-    if (const hipError_t error = runtime_.set_access(chunk_address(chunk), bytes, list); error != hipSuccess) {
-      access_ = before;
-      const std::vector<hipMemAccessDesc> restore = access_list();
-      for (std::size_t undo = 0; undo < chunk; ++undo) {
-        if (chunk_users_[undo] > 0) (void)runtime_.set_access(chunk_address(undo), bytes, restore);
-      }
-      return error;
-    }
-  }
-  return hipSuccess;
+  return access_.set(runtime_, {descriptors, count}, chunk_users_, base_,
+                     static_cast<std::size_t>(description_.chunk_bytes));
 }
 
 hipMemAccessFlags ImportedPool::access(int device) const {
   std::lock_guard lock{mutex_};
-  return access_.at(static_cast<std::size_t>(device));
+  return access_.of(device);
 }
 
 }  // namespace hipxx::core

@@ -153,10 +153,9 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       virtual_bytes_(virtual_bytes),
       base_(reinterpret_cast<std::uintptr_t>(base)),
       serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
-      access_(static_cast<std::size_t>(runtime.device_count()), hipMemAccessFlagsProtNone),
+      access_(runtime.device_count(), properties.location.id),
       live_(virtual_bytes),
       chunk_users_(virtual_bytes / chunk_bytes, 0) {
-  access_.at(static_cast<std::size_t>(properties.location.id)) = hipMemAccessFlagsProtReadWrite;
   add_hole(0, virtual_bytes_);
 }
 
@@ -380,18 +379,6 @@ void MemoryPool::add_hole(std::uintptr_t offset, std::size_t bytes) {
   holes_by_size_.emplace(bytes, offset);
 }
 
-std::vector<hipMemAccessDesc> MemoryPool::access_list() const {
-  std::vector<hipMemAccessDesc> list;
-  for (std::size_t device = 0; device < access_.size(); ++device) {
-    hipMemAccessDesc descriptor{};
-    descriptor.location.type = hipMemLocationTypeDevice;
-    descriptor.location.id = static_cast<int>(device);
-    descriptor.flags = access_[device];
-    list.push_back(descriptor);
-  }
-  return list;
-}
-
 hipError_t MemoryPool::map_chunk(std::size_t chunk) {
   hipMemAllocationProp chunk_properties{};
   chunk_properties.type = hipMemAllocationTypePinned;
@@ -407,7 +394,7 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
   // The mapping keeps the physical memory alive; the pool needs no handle of its own.
   (void)runtime_.release(handle);
   if (error != hipSuccess) return error;
-  const std::vector<hipMemAccessDesc> access = access_list();
+  const std::vector<hipMemAccessDesc> access = access_.list();
   error = runtime_.set_access(at, chunk_bytes_, access);
   if (error != hipSuccess) {
     (void)runtime_.unmap(at, chunk_bytes_);
@@ -540,47 +527,14 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
 }
 
 hipError_t MemoryPool::set_access(const hipMemAccessDesc* descriptors, std::size_t count) {
-  if (descriptors == nullptr || count == 0) return hipErrorInvalidValue;
-  for (std::size_t index = 0; index < count; ++index) {
-    const hipMemAccessDesc& descriptor = descriptors[index];
-    if (descriptor.location.type != hipMemLocationTypeDevice || !runtime_.valid_device(descriptor.location.id)) {
-      return hipErrorInvalidValue;
-    }
-    const hipMemAccessFlags flags = descriptor.flags;
-    if (flags != hipMemAccessFlagsProtNone && flags != hipMemAccessFlagsProtRead &&
-        flags != hipMemAccessFlagsProtReadWrite) {
-      return hipErrorInvalidValue;
-    }
-    // The owning device always keeps read-write access to its own pool.
-    if (descriptor.location.id == device() && flags != hipMemAccessFlagsProtReadWrite) return hipErrorInvalidValue;
-  }
+  if (const hipError_t error = access_.check(descriptors, count); error != hipSuccess) return error;
   std::lock_guard lock{mutex_};
-  const std::vector<hipMemAccessFlags> before = access_;
-  for (std::size_t index = 0; index < count; ++index) {
-    access_.at(static_cast<std::size_t>(descriptors[index].location.id)) = descriptors[index].flags;
-  }
-  const std::vector<hipMemAccessDesc> list = access_list();
-  for (std::size_t chunk = 0; chunk < chunk_users_.size(); ++chunk) {
-    if (chunk_users_[chunk] == 0) continue;
-    if (const hipError_t error =
-            runtime_.set_access(reinterpret_cast<void*>(base_ + chunk * chunk_bytes_), chunk_bytes_, list);
-        error != hipSuccess) {
-      access_ = before;
-      const std::vector<hipMemAccessDesc> restore = access_list();
-      for (std::size_t undo = 0; undo < chunk; ++undo) {
-        if (chunk_users_[undo] > 0) {
-          (void)runtime_.set_access(reinterpret_cast<void*>(base_ + undo * chunk_bytes_), chunk_bytes_, restore);
-        }
-      }
-      return error;
-    }
-  }
-  return hipSuccess;
+  return access_.set(runtime_, {descriptors, count}, chunk_users_, base_, chunk_bytes_);
 }
 
 hipMemAccessFlags MemoryPool::access(int device) const {
   std::lock_guard lock{mutex_};
-  return access_.at(static_cast<std::size_t>(device));
+  return access_.of(device);
 }
 
 bool MemoryPool::is_live(std::uintptr_t address) const {

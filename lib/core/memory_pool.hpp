@@ -14,6 +14,7 @@
 // set of stream lists, which trimming and other streams' allocations search under it.
 #pragma once
 
+#include "core/pool_access.hpp"
 #include "core/stream.hpp"
 
 #include <hipxx/hip_runtime_api.h>
@@ -189,7 +190,6 @@ class MemoryPool {
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
   void add_hole(std::uintptr_t offset, std::size_t bytes);
-  [[nodiscard]] std::vector<hipMemAccessDesc> access_list() const;
   void note_allocated(std::uint64_t bytes) noexcept;
   void note_freed(std::uint64_t bytes) noexcept;
 
@@ -203,7 +203,7 @@ class MemoryPool {
 
   mutable std::mutex mutex_;
   PoolAttributes attributes_;
-  std::vector<hipMemAccessFlags> access_;                           // per device
+  PoolAccess access_;
   LiveGranules live_;
   // One list per stream that has freed here; a list goes once its stream is destroyed, its blocks
   // then free for anyone. Lock order: mutex_, then a list's lock.
