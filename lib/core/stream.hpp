@@ -25,7 +25,7 @@ struct StreamTraits {
   int device = 0;
   unsigned flags = hipStreamDefault;
   int priority = 0;
-  std::vector<std::uint32_t> cu_mask;
+  std::vector<std::uint32_t> cu_mask{};
   bool is_null = false;
 };
 
