@@ -85,13 +85,16 @@ hipMemPool_t default_pool(int device = 0) {
   return pool;
 }
 
-// Leaves the default pools of both devices as the test found them: no cached memory reserved.
+// Leaves the default pools of both devices (of the one, on a one-GPU machine) as the test found them:
+// no cached memory reserved.
 struct TrimDefaultPools {
   TrimDefaultPools() = default;
   TrimDefaultPools(const TrimDefaultPools&) = delete;
   TrimDefaultPools& operator=(const TrimDefaultPools&) = delete;
   ~TrimDefaultPools() {
-    for (int device = 0; device < 2; ++device) {
+    int devices = 0;
+    CHECK(hipGetDeviceCount(&devices) == hipSuccess);
+    for (int device = 0; device < std::min(devices, 2); ++device) {
       CHECK(hipSetDevice(device) == hipSuccess);
       CHECK(hipDeviceSynchronize() == hipSuccess);
       hipMemPool_t pool = nullptr;
@@ -138,7 +141,7 @@ void record_status(hipStream_t, hipError_t status, void* user_data) {
 
 TEST_SUITE_BEGIN("pools");
 
-TEST_CASE("both default pools exist") { CHECK(default_pools_made); }
+TEST_CASE("both default pools exist" * doctest::test_suite("devices-2")) { CHECK(default_pools_made); }
 
 // ---------------------------------------------------------------------------------------------
 // Allocation and data
@@ -205,7 +208,7 @@ TEST_CASE("hipMallocAsync/hipFreeAsync refusals") {
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
-TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream") {
+TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   TrimDefaultPools trim;
   hipMemPool_t pool = make_pool(0);
@@ -264,7 +267,7 @@ TEST_CASE("hipFree releases a stream-ordered allocation") {
 // ---------------------------------------------------------------------------------------------
 // Creation and destruction
 
-TEST_CASE("hipMemPoolCreate checks its properties") {
+TEST_CASE("hipMemPoolCreate checks its properties" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   hipMemPool_t pool = nullptr;
   const hipMemPool_t sentinel = reinterpret_cast<hipMemPool_t>(std::uintptr_t{0xfeed0});
@@ -315,7 +318,7 @@ TEST_CASE("hipMemPoolCreate checks its properties") {
   }
 }
 
-TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused") {
+TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   CHECK(hipMemPoolDestroy(default_pool(0)) == hipErrorInvalidValue);
   CHECK(hipMemPoolDestroy(default_pool(1)) == hipErrorInvalidValue);
@@ -387,7 +390,7 @@ TEST_CASE("hipMemPoolDestroy while a free is still pending: work ordered before 
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
-TEST_CASE("hipDeviceSetMemPool / hipDeviceGetMemPool / hipDeviceGetDefaultMemPool") {
+TEST_CASE("hipDeviceSetMemPool / hipDeviceGetMemPool / hipDeviceGetDefaultMemPool" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   TrimDefaultPools trim;
   const hipMemPool_t default0 = default_pool(0);
@@ -962,7 +965,7 @@ TEST_CASE("an allocation does not wait for later work of a destroyed stream whos
 // ---------------------------------------------------------------------------------------------
 // Access
 
-TEST_CASE("pool access: the owner is always read-write; another device needs hipMemPoolSetAccess") {
+TEST_CASE("pool access: the owner is always read-write; another device needs hipMemPoolSetAccess" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool(0);
   CHECK(access_of(pool, 0) == hipMemAccessFlagsProtReadWrite);
@@ -1035,7 +1038,7 @@ TEST_CASE("pool access: the owner is always read-write; another device needs hip
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
-TEST_CASE("pool access refusals leave the access unchanged") {
+TEST_CASE("pool access refusals leave the access unchanged" * doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool(0);
   const hipMemAccessDesc good = access_desc(1, hipMemAccessFlagsProtRead);
@@ -1118,7 +1121,7 @@ TEST_CASE("pools under threads: 8 threads allocate, fill, copy and free on their
   CHECK(hipMemPoolDestroy(shared) == hipSuccess);
 }
 
-TEST_CASE("the books return to their starting values once pools are trimmed and destroyed") {
+TEST_CASE("the books return to their starting values once pools are trimmed and destroyed" * doctest::test_suite("devices-2")) {
   const hipxxBookCounts start = books();
   hipStream_t stream = make_stream();
   std::vector<hipMemPool_t> pools;
