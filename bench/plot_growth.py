@@ -71,7 +71,7 @@ def main():
            f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="14">'
            f'{escape("Growth in 64 MiB appends on " + report.get("device", "?") + ", " + report.get("date", ""))}</text>']
     svg += panel(MARGIN_LEFT, "time since the start", sizes, times, "elapsed (ms)")
-    svg += panel(MARGIN_LEFT + PANEL_W + GAP, "device memory in use", sizes, memory, "GiB")
+    svg += panel(MARGIN_LEFT + PANEL_W + GAP, "most device memory held in the step", sizes, memory, "GiB")
     legend_y = HEIGHT - 14
     for index, name in enumerate(("hipxx", "baseline")):
         x = MARGIN_LEFT + index * 380

@@ -436,8 +436,8 @@ std::string render_json(const Report& report) {
   for (std::size_t i = 0; i < report.notes.size(); ++i) out << (i ? ", " : "") << json_string(report.notes[i]);
   out << "],\n  \"growth_series\": {\"note\": "
       << json_string("probe runs, one point per 64 MiB step: each step waits for its device work and queries "
-                     "cuMemGetInfo, so these times are slower than the timed rows; used = total - free above the "
-                     "start (hipxx: mapped bytes where the raw driver is unavailable)")
+                     "cuMemGetInfo, so these times are slower than the timed rows; used = the most total - free "
+                     "above the start during the step (hipxx: mapped bytes where the raw driver is unavailable)")
       << ", \"size_gib\": " << json_array(report.grow_size_gib) << ", \"hipxx_ms\": " << json_array(report.grow_hipxx_ms)
       << ", \"hipxx_used_gib\": " << json_array(report.grow_hipxx_used_gib)
       << ", \"baseline_ms\": " << json_array(report.grow_baseline_ms)
@@ -1133,17 +1133,19 @@ double cu_grow(GrowProbe* probe) {
   const std::size_t start_used = probe != nullptr ? device_used_bytes() : 0;
   std::size_t peak = 0;
   double device_ms = 0;
+  std::size_t step_peak = 0;  // the most held during the current step (old and new buffer at a doubling)
   const auto watch = [&] {
     if (probe == nullptr) return;
     const std::size_t used = device_used_bytes();
-    peak = std::max(peak, used - std::min(used, start_used));
+    step_peak = std::max(step_peak, used - std::min(used, start_used));
+    peak = std::max(peak, step_peak);
   };
-  // Memory in use once a step is complete, with the clock: the points of the growth plot.
+  // The step's time and the most memory it held: the points of the growth plot.
   const auto step_done = [&](Clock::time_point start) {
     if (probe == nullptr) return;
     CU_CHECK(g_cu.cuCtxSynchronize());
-    const std::size_t used = device_used_bytes();
-    probe->record_step(start, used - std::min(used, start_used));
+    probe->record_step(start, step_peak);
+    step_peak = 0;
   };
   // Device time of one step's copy and fill, on the legacy default stream they run on.
   const auto device_span = [&](const std::function<void()>& work) {
