@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/processes.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -45,40 +47,10 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kPage = 4096;
 
-std::string peer_path() {
-  char const* const path = std::getenv("HIPXX_IPC_PEER");
-  REQUIRE_MESSAGE(path != nullptr, "HIPXX_IPC_PEER must name the ipc_peer executable (meson sets it)");
-  return path;
-}
+std::string peer_path() { return test_support::peer_path("HIPXX_IPC_PEER"); }
 
-// fork+exec of `argv`; the child gets `socket` as descriptor 3 when it is not -1. Everything the
-// child does between fork and exec is async-signal-safe, as it must be in a threaded process.
-pid_t spawn(std::vector<std::string> const& args, int socket = -1) {
-  std::vector<char*> argv;
-  for (std::string const& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  pid_t const pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (socket >= 0) {
-      // dup2 gives a descriptor without close-on-exec; an fd already at 3 just loses the flag.
-      if (socket == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(socket, 3) != 3) _exit(126);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  pid_t got = 0;
-  do {
-    got = waitpid(pid, &status, 0);
-  } while (got < 0 && errno == EINTR);
-  REQUIRE(got == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using test_support::spawn;
+using test_support::wait_exit_code;
 
 // Runs `ipc_peer <mode>` to completion and returns its pid, now dead and reaped.
 pid_t run_peer_mode(char const* mode, int* exit_code) {

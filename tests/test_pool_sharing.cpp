@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/processes.hpp"
+
 #include <hip/hip_runtime_api.h>
 
 #include <dirent.h>
@@ -40,44 +42,16 @@ using pool_test::Request;
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
 
-std::string peer_path() {
-  char const* const path = std::getenv("HIPXX_POOL_PEER");
-  REQUIRE_MESSAGE(path != nullptr, "HIPXX_POOL_PEER must name the pool_peer executable (meson sets it)");
-  return path;
-}
+std::string peer_path() { return test_support::peer_path("HIPXX_POOL_PEER"); }
 
-// fork+exec of the peer with `socket` as its descriptor 3; only async-signal-safe calls in between.
-pid_t spawn_peer(int socket) {
-  std::string path = peer_path();
-  std::string serve = "serve";
-  std::string three = "3";
-  std::array<char*, 4> argv{path.data(), serve.data(), three.data(), nullptr};
-  pid_t const pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (socket == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(socket, 3) != 3) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  pid_t got = 0;
-  do {
-    got = waitpid(pid, &status, 0);
-  } while (got < 0 && errno == EINTR);
-  REQUIRE(got == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using test_support::wait_exit_code;
 
 class Peer {
  public:
   Peer() {
     std::array<int, 2> ends{};
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) == 0);
-    pid_ = spawn_peer(ends[1]);
+    pid_ = test_support::spawn({peer_path(), "serve", "3"}, ends[1]);
     close(ends[1]);
     socket_ = hipxx::FileDescriptor{ends[0]};
   }
