@@ -3,6 +3,8 @@
 // are back to where they started at the end of every case.
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -17,27 +19,13 @@
 #include <thread>
 #include <vector>
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
 namespace {
 
 using Handle = hipMemGenericAllocationHandle_t;
 
 constexpr int kThreads = 8;
 
-hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
+using test_support::books;
 
 const hipxxBookCounts kZero{0, 0, 0, 0};
 

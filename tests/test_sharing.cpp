@@ -3,6 +3,8 @@
 // process's descriptors and memory map are back to what they were.
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
@@ -21,25 +23,11 @@
 #include <string>
 #include <vector>
 
-inline bool operator==(const hipxxBookCounts& a, const hipxxBookCounts& b) {
-  return a.reservations == b.reservations && a.mappings == b.mappings && a.allocations == b.allocations &&
-         a.linearAllocations == b.linearAllocations;
-}
-
-inline std::ostream& operator<<(std::ostream& os, const hipxxBookCounts& c) {
-  return os << "{reservations=" << c.reservations << ", mappings=" << c.mappings
-            << ", allocations=" << c.allocations << ", linear=" << c.linearAllocations << "}";
-}
-
 namespace {
 
 using Handle = hipMemGenericAllocationHandle_t;
 
-hipxxBookCounts books() {
-  hipxxBookCounts counts{};
-  REQUIRE(hipxxGetBookCounts(&counts) == hipSuccess);
-  return counts;
-}
+using test_support::books;
 
 // ---------------------------------------------------------------------------------------------
 // The process's own resources, counted without allocating descriptors that outlive the count.
