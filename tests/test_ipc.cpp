@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/device_pattern.hpp"
 #include "support/processes.hpp"
 
 #include <hip/hip_runtime_api.h>
@@ -132,21 +133,8 @@ class Peer {
   int socket_ = -1;
 };
 
-void fill(void* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
-  std::vector<unsigned char> bytes(length);
-  for (std::size_t index = 0; index < length; ++index) bytes[index] = ipc_test::pattern(seed, offset + index);
-  REQUIRE(hipMemcpy(static_cast<unsigned char*>(device) + offset, bytes.data(), length, hipMemcpyHostToDevice) ==
-          hipSuccess);
-}
-
-std::size_t mismatches(void const* device, std::size_t offset, std::size_t length, std::uint64_t seed) {
-  std::vector<unsigned char> bytes(length);
-  REQUIRE(hipMemcpy(bytes.data(), static_cast<unsigned char const*>(device) + offset, length, hipMemcpyDeviceToHost) ==
-          hipSuccess);
-  std::size_t differ = 0;
-  for (std::size_t index = 0; index < length; ++index) differ += bytes[index] != ipc_test::pattern(seed, offset + index);
-  return differ;
-}
+using test_support::fill;
+using test_support::mismatches;
 
 // hipMalloc memory filled with pattern `seed`, freed on scope exit unless taken.
 struct DeviceBlock {
