@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds hipxx and runs its whole test suite three times: a normal build (benchmarks compiled too),
+# Builds hipxx and runs its whole test suite four times: a normal build (benchmarks compiled too), the same build with
+# the host backend's stand-in device queues,
 # a build with AddressSanitizer and UndefinedBehaviorSanitizer, and one with ThreadSanitizer. On a fresh Debian 12 machine run it as
 # root: it first installs whatever build dependency is missing with apt-get.
 #
@@ -69,6 +70,15 @@ run_suite() {
 install_missing
 
 run_suite "plain build" build-tests -Dtests=true -Dbench=true
+
+# The same build again with the host backend's stand-in device queues (HIPXX_HOST_QUEUES=1): the
+# runtime's device-queue path, which the CUDA backend takes on a GPU, under the whole suite.
+if [ -f build-tests/build.ninja ]; then
+  echo
+  echo "==> plain build, device queues: test"
+  HIPXX_HOST_QUEUES=1 meson test -C build-tests --print-errorlogs --logbase queues ${MESON_TEST_ARGS:-} || true
+  logs+=("build-tests/meson-logs/queues.json")
+fi
 
 # Sanitizers: stop at the first report, with a stack, and let leaks fail the test too. Built at -O0
 # (buildtype=debug): sanitizer builds at -O2 take five times longer to compile, which on two cores

@@ -12,6 +12,27 @@ using hipxx::core::Stream;
 namespace {
 constexpr unsigned kKnownEventFlags = hipEventBlockingSync | hipEventDisableTiming | hipEventInterprocess |
                                       hipEventDisableSystemFence | hipEventReleaseToDevice | hipEventReleaseToSystem;
+
+// On a device queue the record is the queue's own timestamp, so elapsed times are device times.
+hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr<Stream>& where,
+                           std::shared_ptr<EventMarker> marker) {
+  const int device = where->traits().device;
+  marker->timestamp = event.timestamp_on(device, [&] {
+    return std::shared_ptr<hipxx::backend::Timestamp>{runtime.backend().create_timestamp(
+        device, event.timing(), (event.flags() & hipEventBlockingSync) != 0)};
+  });
+  if (!marker->timestamp) return hipErrorOutOfMemory;
+  hipxx::backend::Timestamp& timestamp = *marker->timestamp;
+  std::uint64_t sequence = 0;
+  const hipError_t queued = runtime.streams().enqueue(
+      *where, [&](hipxx::backend::Queue& queue) { return queue.record(timestamp); },
+      [] { return hipErrorNotSupported; }, &sequence);
+  if (queued != hipSuccess) return queued;
+  marker->sequence = sequence;
+  event.set_marker(std::move(marker));
+  return hipSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -37,6 +58,7 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     const std::shared_ptr<Stream> where = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target || !where) return hipErrorInvalidHandle;
     auto marker = std::make_shared<EventMarker>(where, where->traits().device);
+    if (where->queue() != nullptr) return record_on_queue(runtime, *target, where, std::move(marker));
     // Nothing pending: the marker is reached the moment it is placed, with no trip through the queue.
     if (const std::optional<std::uint64_t> point = runtime.streams().completed_point(*where)) {
       marker->sequence = *point;

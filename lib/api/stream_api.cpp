@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <thread>
 
 using hipxx::api::guarded;
@@ -46,6 +48,32 @@ bool condition_holds(std::uint64_t current, std::uint64_t value, unsigned flags,
   }
 }
 
+// The condition a device queue can evaluate itself, with the mask folded into the value; none
+// where only the host can (Gte and Eq under a partial mask). Nor under a partial mask always holds:
+// the bits outside the mask are clear in both operands.
+struct DeviceWait {
+  hipxx::backend::WaitCondition condition;
+  std::uint64_t value;
+  bool always_holds = false;
+};
+
+std::optional<DeviceWait> device_wait(unsigned flags, std::uint64_t value, std::uint64_t mask,
+                                      std::uint64_t width_mask) noexcept {
+  using hipxx::backend::WaitCondition;
+  const bool full_mask = (mask & width_mask) == width_mask;
+  switch (flags) {
+    case hipStreamWaitValueGte:
+      if (full_mask) return DeviceWait{WaitCondition::at_least, value};
+      return std::nullopt;
+    case hipStreamWaitValueEq:
+      if (full_mask) return DeviceWait{WaitCondition::equal, value};
+      return std::nullopt;
+    case hipStreamWaitValueAnd: return DeviceWait{WaitCondition::any_common_bit, value & mask};
+    case hipStreamWaitValueNor: return DeviceWait{WaitCondition::some_bit_clear_in_both, value, !full_mask};
+    default: return std::nullopt;
+  }
+}
+
 template <class Word>
 hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags, Word mask) {
   return guarded([&](Runtime& runtime) {
@@ -55,8 +83,14 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead); error != hipSuccess) {
       return error;
     }
-    runtime.streams().enqueue(*target, [&runtime, ptr, value, flags, mask] {
-      constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
+    constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
+    const std::optional<DeviceWait> on_device = device_wait(flags, value, mask, width_mask);
+    auto on_queue = [&](hipxx::backend::Queue& queue) {
+      if (!on_device || runtime.in_managed_memory(ptr, sizeof(Word))) return hipErrorNotSupported;
+      if (on_device->always_holds) return hipSuccess;
+      return queue.wait_word(ptr, sizeof(Word), on_device->value, on_device->condition);
+    };
+    return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, value, flags, mask] {
       for (unsigned spins = 0;; ++spins) {
         std::uint64_t current = 0;
         if (const hipError_t error = runtime.load_word(ptr, sizeof(Word), &current); error != hipSuccess) return error;
@@ -69,7 +103,6 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
         }
       }
     });
-    return hipSuccess;
   });
 }
 
@@ -81,9 +114,25 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
     if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtReadWrite); error != hipSuccess) {
       return error;
     }
-    runtime.streams().enqueue(*target, [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
-    return hipSuccess;
+    return runtime.streams().enqueue(
+        *target,
+        [&](hipxx::backend::Queue& queue) {
+          return runtime.in_managed_memory(ptr, sizeof(Word)) ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
+        },
+        [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
   });
+}
+
+// What a callback on a device queue needs when the driver calls it back.
+struct QueuedCallback {
+  hipStreamCallback_t callback;
+  hipStream_t stream;
+  void* user_data;
+};
+
+void run_queued_callback(hipError_t status, void* data) {
+  const std::unique_ptr<QueuedCallback> call{static_cast<QueuedCallback*>(data)};
+  call->callback(call->stream, status, call->user_data);
 }
 
 }  // namespace
@@ -191,11 +240,7 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     if (!marker) return hipSuccess;  // an event never recorded is already complete
     const std::shared_ptr<Stream> recorded_on = marker->owner();
     if (!recorded_on || recorded_on->reached(marker->sequence)) return hipSuccess;  // nothing left to wait for
-    target->note_ordered_after(*recorded_on, marker->sequence);
-    runtime.streams().enqueue(*target, [marker] {
-      marker->wait();
-      return hipSuccess;
-    }, /*implicit_ordering=*/false);
+    target->enqueue_wait(recorded_on, marker->sequence);
     return hipSuccess;
   });
 }
@@ -206,11 +251,21 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
     if (!target) return hipErrorInvalidHandle;
     if (callback == nullptr || flags != 0) return hipErrorInvalidValue;
     Stream* raw = target.get();
-    runtime.streams().enqueue(*target, [raw, stream, callback, userData] {
-      callback(stream, raw->status(), userData);
-      return hipSuccess;
-    });
-    return hipSuccess;
+    auto call = std::make_unique<hipxx::api::QueuedCallback>(
+        hipxx::api::QueuedCallback{.callback = callback, .stream = stream, .user_data = userData});
+    // The driver owns the call's state once it accepted it, and hands it back exactly once.
+    const hipError_t queued = runtime.streams().enqueue(
+        *target,
+        [&](hipxx::backend::Queue& queue) {
+          const hipError_t accepted = queue.host_call(&hipxx::api::run_queued_callback, call.get());
+          if (accepted == hipSuccess) (void)call.release();
+          return accepted;
+        },
+        [raw, stream, callback, userData] {
+          callback(stream, raw->status(), userData);
+          return hipSuccess;
+        });
+    return queued;
   });
 }
 

@@ -41,6 +41,65 @@ struct AccessGrant {
   hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
 };
 
+// How a queue compares a word with a value when it waits: HIP's Gte, Eq, And and Nor conditions with
+// a full mask (the runtime folds a partial mask in where the result is the same, and otherwise
+// waits on the host).
+enum class WaitCondition { at_least, equal, any_common_bit, some_bit_clear_in_both };
+
+// A point in a queue that the device timestamps when it gets there (a CUevent on CUDA).
+class Timestamp {
+ public:
+  Timestamp() = default;
+  Timestamp(const Timestamp&) = delete;
+  Timestamp& operator=(const Timestamp&) = delete;
+  virtual ~Timestamp() = default;
+
+  // hipSuccess once the device passed the latest point recorded, hipErrorNotReady before.
+  [[nodiscard]] virtual hipError_t query() = 0;
+  [[nodiscard]] virtual hipError_t synchronize() = 0;
+  // Milliseconds from `start`'s latest point to this one's; both must have been passed.
+  [[nodiscard]] virtual hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const = 0;
+};
+
+// Runs on a driver thread in queue order, with the queue's status; it must not call the runtime.
+using HostCall = void (*)(hipError_t status, void* data);
+
+// A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
+// work runs on the device with no host thread in the way. The runtime numbers the work it puts on a
+// queue and has the queue write each number, after that work, to a progress word in host memory:
+// reading it tells the books how far the queue got, and other queues can wait on it.
+class Queue {
+ public:
+  Queue() = default;
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+  virtual ~Queue() = default;
+
+  // The highest number the device has written so far.
+  [[nodiscard]] virtual std::uint64_t progress() const noexcept = 0;
+  // Has the device write `sequence` to the progress word once all earlier work is done.
+  [[nodiscard]] virtual hipError_t mark(std::uint64_t sequence) = 0;
+
+  [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;
+  [[nodiscard]] virtual hipError_t fill(void* dst, unsigned char value, std::size_t bytes) = 0;
+  // One naturally aligned 4- or 8-byte word. hipErrorNotSupported where the device cannot do it
+  // for this address (CUDA refuses managed memory): the runtime then does it on the host.
+  [[nodiscard]] virtual hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) = 0;
+  [[nodiscard]] virtual hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value,
+                                             WaitCondition condition) = 0;
+  // Later work waits until `other` has marked `point`.
+  [[nodiscard]] virtual hipError_t wait_progress(const Queue& other, std::uint64_t point) = 0;
+  // Later work waits until the host opens the gate to `ticket` or beyond: how work the host must
+  // do itself takes its place in queue order.
+  [[nodiscard]] virtual hipError_t wait_gate(std::uint64_t ticket) = 0;
+  virtual void open_gate(std::uint64_t ticket) noexcept = 0;
+  [[nodiscard]] virtual hipError_t host_call(HostCall function, void* data) = 0;
+  [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
+  [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
+  // An error the device reported for this queue's work, or hipSuccess (also while work is pending).
+  [[nodiscard]] virtual hipError_t fault() = 0;
+};
+
 class Backend {
  public:
   Backend() = default;
@@ -96,6 +155,20 @@ class Backend {
   [[nodiscard]] virtual hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) = 0;
   [[nodiscard]] virtual hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) = 0;
   [[nodiscard]] virtual hipError_t ipc_close(void* ptr, std::size_t size) = 0;
+
+  // A queue of the backend's own for a stream, or null where the backend has none (the host
+  // backend): the runtime then runs that stream's work on a host thread of its own. `null_stream`
+  // asks for the device's legacy default queue where the backend has one, so that work of other
+  // libraries on it (CUDA kernels on the default stream) meets HIP's null-stream order.
+  [[nodiscard]] virtual std::unique_ptr<Queue> create_queue(int /*device*/, bool /*null_stream*/, bool /*blocking*/,
+                                                            int /*priority*/) {
+    return nullptr;
+  }
+  // Null where create_queue is.
+  [[nodiscard]] virtual std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool /*timing*/,
+                                                                    bool /*blocking_sync*/) {
+    return nullptr;
+  }
 };
 
 // Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.

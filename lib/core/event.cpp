@@ -57,6 +57,8 @@ hipError_t elapsed_milliseconds(const Event& start, const Event& stop, float* mi
   if (!first->reached() || !second->reached()) {
     return hipErrorNotReady;
   }
+  if (first->timestamp && second->timestamp) return second->timestamp->elapsed_since(*first->timestamp, milliseconds);
+  if (first->timestamp || second->timestamp) return hipErrorInvalidHandle;  // a device time and a host time
   const std::chrono::duration<float, std::milli> span = second->reached_at - first->reached_at;
   *milliseconds = span.count();
   return hipSuccess;

@@ -23,11 +23,17 @@ struct EventMarker {
     if (null_stream != nullptr) return {std::shared_ptr<Stream>{}, null_stream};  // lives for the process
     return stream.lock();
   }
+  // A device timestamp answers for itself: the queue marks the sequence only after passing it.
   [[nodiscard]] bool reached() const {
+    if (timestamp) return timestamp->query() != hipErrorNotReady;
     const std::shared_ptr<Stream> where = owner();
     return !where || where->reached(sequence);
   }
   void wait() const {
+    if (timestamp) {
+      (void)timestamp->synchronize();  // a failed queue has nothing left to wait for
+      return;
+    }
     if (const std::shared_ptr<Stream> where = owner()) where->wait_for(sequence);
   }
 
@@ -36,6 +42,9 @@ struct EventMarker {
   int device;
   std::uint64_t sequence = 0;
   std::chrono::steady_clock::time_point reached_at;  // written by the stream before `sequence` completes
+  // Set where the stream has a device queue: the event's own device timestamp, recorded there. It
+  // stands for the event's latest record, which is this marker for as long as the event shows it.
+  std::shared_ptr<backend::Timestamp> timestamp;
 };
 
 class Event {
@@ -46,6 +55,17 @@ class Event {
 
   void set_marker(std::shared_ptr<EventMarker> marker);
   [[nodiscard]] std::shared_ptr<EventMarker> marker() const;
+  // The event's device timestamp on `device`, made by `make` the first time (or after a record on
+  // another device). Null if `make` fails.
+  template <class Make>
+  [[nodiscard]] std::shared_ptr<backend::Timestamp> timestamp_on(int device, Make&& make) {
+    std::lock_guard lock{mutex_};
+    if (!timestamp_ || timestamp_device_ != device) {
+      timestamp_ = make();
+      timestamp_device_ = device;
+    }
+    return timestamp_;
+  }
 
   [[nodiscard]] hipError_t query() const;
   void synchronize() const;
@@ -54,6 +74,8 @@ class Event {
   unsigned flags_;
   mutable std::mutex mutex_;
   std::shared_ptr<EventMarker> marker_;
+  std::shared_ptr<backend::Timestamp> timestamp_;
+  int timestamp_device_ = -1;
 };
 
 class EventRegistry {

@@ -63,7 +63,7 @@ Runtime& Runtime::instance() {
 Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error)
     : backend_(std::move(backend)),
       selection_error_(std::move(selection_error)),
-      streams_(backend_ ? backend_->device_count() : 0),
+      streams_(backend_ ? backend_->device_count() : 0, queue_factory()),
       pools_(*this, backend_ ? backend_->device_count() : 0),
       managed_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
   // A mapping's access list holds AccessList::kMaxDevices devices (the host backend's limit too);
@@ -73,6 +73,17 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
 }
 
 int Runtime::current_device() noexcept { return current_device_ordinal; }
+
+QueueFactory Runtime::queue_factory() {
+  // HIPXX_STREAMS=host keeps stream work on host threads on every backend: for comparison, and
+  // as a way around a device queue that misbehaves.
+  const char* const choice = std::getenv("HIPXX_STREAMS");
+  if (!backend_ || (choice != nullptr && std::string_view{choice} == "host")) return {};
+  return [this](const StreamTraits& traits) {
+    return backend_->create_queue(traits.device, traits.is_null, (traits.flags & hipStreamNonBlocking) == 0,
+                                  traits.priority);
+  };
+}
 
 void adopt_device(int device) noexcept { current_device_ordinal = device; }
 
@@ -174,10 +185,13 @@ hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, 
   return backend_->fill(dst, value, bytes);
 }
 
-hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
+hipError_t Runtime::run_on_null_stream(int device, const QueueWork& on_queue, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
-  const std::uint64_t point = streams_.enqueue(*null_stream, std::move(work));
+  std::uint64_t point = 0;
+  if (const hipError_t error = streams_.enqueue(*null_stream, on_queue, std::move(work), &point); error != hipSuccess) {
+    return error;
+  }
   null_stream->wait_for(point);
   return null_stream->status();
 }
@@ -193,7 +207,9 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
   hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(device, [&] { return result = copy_now(dst, src, bytes, device); });
+  const hipError_t queued = run_on_null_stream(
+      device, [&](backend::Queue& queue) { return queue.copy(dst, src, bytes); },
+      [&] { return result = copy_now(dst, src, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
@@ -211,7 +227,9 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
   }
   hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(device, [&] { return result = fill_now(dst, byte, bytes, device); });
+  const hipError_t queued = run_on_null_stream(
+      device, [&](backend::Queue& queue) { return queue.fill(dst, byte, bytes); },
+      [&] { return result = fill_now(dst, byte, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
@@ -227,8 +245,9 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
     if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
   }
   const int stream_device = target->traits().device;
-  streams_.enqueue(*target, [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
-  return hipSuccess;
+  return streams_.enqueue(
+      *target, [=](backend::Queue& queue) { return queue.copy(dst, src, bytes); },
+      [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
 }
 
 hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStream_t stream) {
@@ -240,8 +259,9 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   if (!accessible(dst, bytes, hipMemAccessFlagsProtReadWrite)) return hipErrorInvalidValue;
   const auto byte = static_cast<unsigned char>(value);
   const int stream_device = target->traits().device;
-  streams_.enqueue(*target, [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
-  return hipSuccess;
+  return streams_.enqueue(
+      *target, [=](backend::Queue& queue) { return queue.fill(dst, byte, bytes); },
+      [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
 }
 
 // Checked again at every use, under the lock: the word may have been freed or unmapped while a
@@ -295,11 +315,7 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
-    target->note_ordered_after(*grant.wait_stream, grant.wait_point);
-    streams_.enqueue(*target, [waited = grant.wait_stream, point = grant.wait_point] {
-      waited->wait_for(point);
-      return hipSuccess;
-    }, /*implicit_ordering=*/false);
+    target->enqueue_wait(grant.wait_stream, grant.wait_point);
   }
   *ptr = reinterpret_cast<void*>(grant.address);
   return hipSuccess;
@@ -322,7 +338,13 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   // reverse), an empty task puts it in the queue, so the recorded point lies behind it; otherwise
   // nothing is queued, which keeps the common free off the stream's worker. A pool unnamed by
   // hipMemPoolDestroy outlives the work queued before its frees (PoolRegistry::retire).
-  if (streams_.would_wait_for_others(*target)) streams_.enqueue(*target, [] { return hipSuccess; });
+  if (streams_.would_wait_for_others(*target)) {
+    if (const hipError_t error = streams_.enqueue(
+            *target, [](backend::Queue&) { return hipSuccess; }, [] { return hipSuccess; });
+        error != hipSuccess) {
+      return error;
+    }
+  }
   if (!pool->free(address, target)) return hipErrorInvalidValue;
   pools_.forget_if_drained(pool);
   return hipSuccess;

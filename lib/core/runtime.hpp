@@ -104,6 +104,10 @@ class Runtime {
   void after_synchronize(int device);
   // Whether the current device may read (or write) `bytes` at `address`.
   [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const;
+  // Inside managed memory, which device queues may not wait on or write to (CUDA refuses it).
+  [[nodiscard]] bool in_managed_memory(const void* address, std::size_t bytes) const {
+    return managed_.covers(reinterpret_cast<std::uintptr_t>(address), bytes);
+  }
   // Single machine words, for stream wait/write value.
   [[nodiscard]] hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) const;
   [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
@@ -142,7 +146,9 @@ class Runtime {
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
   // Runs `work` in null-stream order: at once when no stream of the device has pending work.
-  [[nodiscard]] hipError_t run_on_null_stream(int device, StreamTask work);
+  [[nodiscard]] hipError_t run_on_null_stream(int device, const QueueWork& on_queue, StreamTask work);
+  // Device queues for new streams, unless the backend has none or HIPXX_STREAMS=host.
+  [[nodiscard]] QueueFactory queue_factory();
 
   mutable WriterPreferringLock mutex_;
   AllocationTable allocations_;

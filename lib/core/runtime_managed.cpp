@@ -30,10 +30,24 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
     return hipErrorInvalidValue;
   }
   // The move happens in stream order, and the range remembers it only once it has happened.
+  if (target->queue() == nullptr) {
+    streams_.enqueue(*target, [this, ptr, bytes, device] {
+      const hipError_t result = backend_->prefetch(ptr, bytes, device);
+      if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device);
+      return result;
+    });
+    return hipSuccess;
+  }
+  // A device queue moves the pages itself; a host task after it tells the books.
+  if (const hipError_t queued = streams_.enqueue(
+          *target, [&](backend::Queue& queue) { return queue.prefetch(ptr, bytes, device); },
+          [this, ptr, bytes, device] { return backend_->prefetch(ptr, bytes, device); });
+      queued != hipSuccess) {
+    return queued;
+  }
   streams_.enqueue(*target, [this, ptr, bytes, device] {
-    const hipError_t result = backend_->prefetch(ptr, bytes, device);
-    if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device);
-    return result;
+    managed_.record_prefetch(address_of(ptr), bytes, device);
+    return hipSuccess;
   });
   return hipSuccess;
 }

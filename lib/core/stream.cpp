@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
 namespace hipxx::core {
 
@@ -16,8 +17,11 @@ std::atomic<std::uint64_t> next_serial{1};
 thread_local bool own_stream_destroyed = false;
 }  // namespace
 
-Stream::Stream(StreamTraits traits)
-    : traits_(std::move(traits)), serial_(next_serial.fetch_add(1, std::memory_order_relaxed)), worker_([this] { run(); }) {}
+Stream::Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue)
+    : traits_(std::move(traits)),
+      serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
+      queue_(std::move(queue)),
+      worker_([this] { run(); }) {}
 
 void Stream::note_ordered_after(const Stream& other, std::uint64_t point) {
   std::lock_guard lock{mutex_};
@@ -42,30 +46,118 @@ Stream::~Stream() {
   // as the worker would have, and leaves run() without touching *this again.
   if (worker_.get_id() == std::this_thread::get_id()) {
     std::unique_lock lock{mutex_};
-    while (!queue_.empty()) run_front(lock);
+    while (!host_tasks_.empty()) run_front(lock);
     lock.unlock();
     worker_.detach();
     own_stream_destroyed = true;
   } else {
     worker_.join();
   }
+  // Every host task has run, the one whose state held the last reference included, which could not
+  // open its gate: the queue must get past all of them before it goes.
+  if (queue_) queue_->open_gate(enqueued_.load(std::memory_order_acquire));
 }
 
-std::uint64_t Stream::enqueue(StreamTask task) {
-  std::uint64_t sequence = 0;
-  {
-    std::lock_guard lock{mutex_};
-    sequence = enqueued_.load(std::memory_order_relaxed) + 1;
-    enqueued_.store(sequence, std::memory_order_release);
-    queue_.emplace_back(sequence, std::move(task));
-  }
-  work_ready_.notify_one();
+std::uint64_t Stream::next_sequence() {
+  const std::uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
+  enqueued_.store(sequence, std::memory_order_release);
   return sequence;
 }
 
-bool Stream::reached(std::uint64_t sequence) const { return completed_.load(std::memory_order_acquire) >= sequence; }
+void Stream::push_host_task(HostTask task) {
+  host_tasks_.push_back(std::move(task));
+  work_ready_.notify_one();
+}
+
+std::uint64_t Stream::enqueue(StreamTask task) {
+  std::lock_guard lock{mutex_};
+  const std::uint64_t sequence = next_sequence();
+  if (!queue_) {
+    push_host_task({.sequence = sequence, .work = std::move(task)});
+    return sequence;
+  }
+  // The queue holds later work at the gate until the host task ran, then marks the point itself.
+  // A queue that refuses either has failed for good: the point then never completes on the device,
+  // and the failure is the stream's status.
+  if (queue_->wait_gate(sequence) != hipSuccess || queue_->mark(sequence) != hipSuccess) status_ = hipErrorLaunchFailure;
+  push_host_task({.sequence = sequence, .work = std::move(task)});
+  return sequence;
+}
+
+hipError_t Stream::enqueue(const QueueWork& on_queue, StreamTask on_host, std::uint64_t* sequence) {
+  std::uint64_t point = 0;
+  {
+    std::lock_guard lock{mutex_};
+    if (queue_) {
+      const hipError_t queued = on_queue(*queue_);
+      if (queued == hipSuccess) {
+        point = next_sequence();
+        if (const hipError_t marked = queue_->mark(point); marked != hipSuccess) return marked;
+        if (sequence != nullptr) *sequence = point;
+        return hipSuccess;
+      }
+      if (queued != hipErrorNotSupported) return queued;
+    }
+  }
+  point = enqueue(std::move(on_host));
+  if (sequence != nullptr) *sequence = point;
+  return hipSuccess;
+}
+
+std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point) {
+  note_ordered_after(*other, point);
+  // Waits the queue has passed no longer need their streams; those go outside the lock, since a
+  // stream's destruction waits for its own work.
+  std::vector<std::shared_ptr<Stream>> passed;
+  std::uint64_t sequence = 0;
+  const hipError_t queued = enqueue(
+      [&](backend::Queue& queue) {
+        // Both queues are the same backend's: a device queue waits on the other's progress word.
+        return other->queue_ ? queue.wait_progress(*other->queue_, point) : hipErrorNotSupported;
+      },
+      [other, point] {
+        other->wait_for(point);
+        return hipSuccess;
+      },
+      &sequence);
+  if (queued != hipSuccess) return tail();
+  if (queue_ && other->queue_) {
+    std::lock_guard lock{mutex_};
+    while (!awaited_.empty() && queue_->progress() >= awaited_.front().first) {
+      passed.push_back(std::move(awaited_.front().second));
+      awaited_.pop_front();
+    }
+    awaited_.emplace_back(sequence, other);
+  }
+  return sequence;
+}
+
+bool Stream::reached(std::uint64_t sequence) const {
+  if (queue_) return queue_->progress() >= sequence;
+  return completed_.load(std::memory_order_acquire) >= sequence;
+}
+
+void Stream::wait_on_queue(std::uint64_t sequence) const {
+  // Spin briefly, for latency close to the driver's own, then poll ever more slowly so a long wait
+  // costs no CPU. A queue the device gave up on never gets there: its fault ends the wait.
+  using namespace std::chrono_literals;
+  auto pause = 1us;
+  for (unsigned round = 0; queue_->progress() < sequence; ++round) {
+    if (round < 4096) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (queue_->fault() != hipSuccess) return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{200});
+  }
+}
 
 void Stream::wait_for(std::uint64_t sequence) const {
+  if (queue_) {
+    wait_on_queue(sequence);
+    return;
+  }
   std::unique_lock lock{mutex_};
   work_done_.wait(lock, [&] { return completed_.load(std::memory_order_relaxed) >= sequence; });
 }
@@ -74,40 +166,49 @@ std::uint64_t Stream::tail() const { return enqueued_.load(std::memory_order_acq
 
 bool Stream::idle() const {
   // Completed first: it never passes enqueued, so a stale pair can only under-report idleness.
-  const std::uint64_t completed = completed_.load(std::memory_order_acquire);
-  return completed == enqueued_.load(std::memory_order_acquire);
+  const std::uint64_t completed = queue_ ? queue_->progress() : completed_.load(std::memory_order_acquire);
+  return completed >= enqueued_.load(std::memory_order_acquire);
 }
 
 hipError_t Stream::status() const {
-  std::lock_guard lock{mutex_};
-  return status_;
+  {
+    std::lock_guard lock{mutex_};
+    if (status_ != hipSuccess) return status_;
+  }
+  return queue_ ? queue_->fault() : hipSuccess;
 }
 
 void Stream::run() {
   adopt_device(traits_.device);
   std::unique_lock lock{mutex_};
   for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and everything queued has run
+    work_ready_.wait(lock, [&] { return stopping_ || !host_tasks_.empty(); });
+    if (host_tasks_.empty()) return;  // stopping, and everything queued has run
     if (!run_front(lock)) return;  // the stream was destroyed by its own task's state
   }
 }
 
 bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
-  auto [sequence, task] = std::move(queue_.front());
-  queue_.pop_front();
+  HostTask task = std::move(host_tasks_.front());
+  host_tasks_.pop_front();
   lock.unlock();
+  // Without a device queue, tasks run in order on this thread, so the one before has completed.
+  if (queue_) wait_on_queue(task.sequence - 1);
   hipError_t result = hipErrorUnknown;
   try {
-    result = task();
+    result = task.work();
   } catch (...) {
     result = hipErrorUnknown;
   }
-  task = nullptr;  // captured state dies outside the lock, before waiters wake
+  task.work = nullptr;  // captured state dies outside the lock, before waiters wake
   if (own_stream_destroyed) return false;  // that state held the last reference: *this is gone
   lock.lock();
   if (result != hipSuccess) status_ = result;
-  completed_ = sequence;
+  if (queue_) {
+    queue_->open_gate(task.sequence);
+  } else {
+    completed_ = task.sequence;
+  }
   work_done_.notify_all();
   return true;
 }

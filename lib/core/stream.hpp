@@ -1,7 +1,12 @@
-// One stream: an ordered queue of work run by its own host thread. Work items call the backend's
-// synchronous operations, so the same engine gives every backend HIP's stream ordering; a backend
-// with native queues can take over later without the books noticing.
+// One stream: an ordered queue of work. Where the backend has device queues of its own (CUDA
+// streams), the stream's device work goes straight onto one, numbered, and the queue writes each
+// number to a progress word as it passes it; the host thread then runs only the little work the
+// host must do itself (bookkeeping, and waits the device cannot express). Where it has none (the
+// host backend), every piece of work is a host task run in order by the stream's own thread, and
+// calls the backend's synchronous operations. Either way the books see the same numbered points.
 #pragma once
+
+#include "backend/backend.hpp"
 
 #include <hipxx/hip_runtime_api.h>
 
@@ -10,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -20,6 +26,9 @@ namespace hipxx::core {
 
 // A unit of stream work. Its result becomes the stream's status, which later callbacks receive.
 using StreamTask = std::function<hipError_t()>;
+// The same work put on a device queue. hipErrorNotSupported: the queue cannot do it (nothing was
+// queued), and the stream runs the host form in its place.
+using QueueWork = std::function<hipError_t(backend::Queue&)>;
 
 struct StreamTraits {
   int device = 0;
@@ -31,14 +40,22 @@ struct StreamTraits {
 
 class Stream {
  public:
-  explicit Stream(StreamTraits traits);
+  explicit Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue = nullptr);
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   // Lets queued work finish, then stops the worker.
   ~Stream();
 
-  // Work runs in the order it is enqueued; the number names the point after this task.
+  // Work runs in the order it is enqueued; the number names the point after this task. With a
+  // device queue, the queue holds later work until the host task has run.
   std::uint64_t enqueue(StreamTask task);
+  // Device work: on the queue where there is one, else (or where the queue cannot do it) `on_host`
+  // as above. An error is the queue refusing the work, and nothing was queued.
+  [[nodiscard]] hipError_t enqueue(const QueueWork& on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
+  // Later work on this stream runs after `other` reached `point`.
+  std::uint64_t enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point);
+  // The device queue, or null where the stream's work runs on its host thread.
+  [[nodiscard]] backend::Queue* queue() const noexcept { return queue_.get(); }
   [[nodiscard]] bool reached(std::uint64_t sequence) const;
   void wait_for(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t tail() const;
@@ -57,10 +74,21 @@ class Stream {
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
 
  private:
+  // A host task, number `sequence`. With a device queue, the host waits for the queue to pass the
+  // work before it, runs the task and opens the queue's gate, and the queue marks the number.
+  struct HostTask {
+    std::uint64_t sequence = 0;
+    StreamTask work;
+  };
+
   void run();
   // Runs the task at the front of the queue; `lock` is held on entry and again on a true return.
   // False: the task's captured state held the stream's last reference, and *this is gone.
   bool run_front(std::unique_lock<std::mutex>& lock);
+  void push_host_task(HostTask task);
+  // With a device queue: the host waits until the queue marked `sequence`.
+  void wait_on_queue(std::uint64_t sequence) const;
+  [[nodiscard]] std::uint64_t next_sequence();
 
   StreamTraits traits_;
   std::uint64_t serial_;  // unique for the process, unlike addresses
@@ -68,8 +96,14 @@ class Stream {
   std::unordered_map<std::uint64_t, std::uint64_t> ordered_after_;  // other stream's serial -> point
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
-  std::deque<std::pair<std::uint64_t, StreamTask>> queue_;
+  std::deque<HostTask> host_tasks_;
+  // Streams whose progress word this stream's queue waits on, each until the queue passes the wait
+  // (its number here): their words must outlive the wait. Destroyed after the queue.
+  std::deque<std::pair<std::uint64_t, std::shared_ptr<Stream>>> awaited_;
+  // Declared before the worker, which must stop first; set once, before the worker starts.
+  std::unique_ptr<backend::Queue> queue_;
   // Written under mutex_; read without it where a snapshot is enough (queries, the pool's frees).
+  // With a device queue, completion is the queue's progress word and completed_ is unused.
   std::atomic<std::uint64_t> enqueued_{0};
   std::atomic<std::uint64_t> completed_{0};
   hipError_t status_ = hipSuccess;

@@ -32,11 +32,13 @@ __attribute__((tls_model("initial-exec"))) thread_local ResolvedStream last_reso
 
 }  // namespace
 
-StreamRegistry::StreamRegistry(int device_count)
-    : null_streams_(static_cast<std::size_t>(device_count)), null_published_(static_cast<std::size_t>(device_count)) {}
+StreamRegistry::StreamRegistry(int device_count, QueueFactory make_queue)
+    : make_queue_(std::move(make_queue)),
+      null_streams_(static_cast<std::size_t>(device_count)), null_published_(static_cast<std::size_t>(device_count)) {}
 
 hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
-  auto created = std::make_shared<Stream>(std::move(traits));
+  std::unique_ptr<backend::Queue> queue = make_queue_ ? make_queue_(traits) : nullptr;
+  auto created = std::make_shared<Stream>(std::move(traits), std::move(queue));
   std::lock_guard lock{mutex_};
   const std::uintptr_t id = next_id_;
   next_id_ += kIdStep;
@@ -117,7 +119,9 @@ std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_
 Stream& StreamRegistry::null_stream_locked(int device) {
   auto& slot = null_streams_.at(static_cast<std::size_t>(device));
   if (!slot) {
-    slot = std::make_unique<Stream>(StreamTraits{.device = device, .is_null = true});
+    StreamTraits traits{.device = device, .is_null = true};
+    std::unique_ptr<backend::Queue> queue = make_queue_ ? make_queue_(traits) : nullptr;
+    slot = std::make_unique<Stream>(std::move(traits), std::move(queue));
     null_published_[static_cast<std::size_t>(device)].store(slot.get(), std::memory_order_release);
   }
   return *slot;
@@ -143,33 +147,35 @@ bool StreamRegistry::would_wait_for_others(const Stream& stream) const {
   return null_stream != nullptr && !null_stream->idle();
 }
 
+void StreamRegistry::order_by_null_stream_locked(Stream& stream) {
+  const int device = stream.traits().device;
+  if (stream.traits().is_null) {
+    for (const std::shared_ptr<Stream>& other : blocking_streams_locked(device)) {
+      if (other->idle()) continue;
+      stream.enqueue_wait(other, other->tail());
+    }
+  } else if (stream.blocking()) {
+    Stream& null_stream = null_stream_locked(device);
+    if (!null_stream.idle()) {
+      // The registry owns the null stream for the life of the process.
+      stream.enqueue_wait({std::shared_ptr<Stream>{}, &null_stream}, null_stream.tail());
+    }
+  }
+}
+
 std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool implicit_ordering) {
   // One lock across the barrier and the work keeps two threads' submissions from interleaving
   // between a barrier and the work it guards.
   std::lock_guard lock{mutex_};
-  const int device = stream.traits().device;
-  if (implicit_ordering && stream.traits().is_null) {
-    for (const std::shared_ptr<Stream>& other : blocking_streams_locked(device)) {
-      if (other->idle()) continue;
-      const std::uint64_t point = other->tail();
-      stream.note_ordered_after(*other, point);
-      stream.enqueue([other, point] {
-        other->wait_for(point);
-        return hipSuccess;
-      });
-    }
-  } else if (implicit_ordering && stream.blocking()) {
-    Stream& null_stream = null_stream_locked(device);
-    if (!null_stream.idle()) {
-      const std::uint64_t point = null_stream.tail();
-      stream.note_ordered_after(null_stream, point);
-      stream.enqueue([&null_stream, point] {
-        null_stream.wait_for(point);
-        return hipSuccess;
-      });
-    }
-  }
+  if (implicit_ordering) order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(task));
+}
+
+hipError_t StreamRegistry::enqueue(Stream& stream, const QueueWork& on_queue, StreamTask on_host,
+                                   std::uint64_t* sequence) {
+  std::lock_guard lock{mutex_};
+  order_by_null_stream_locked(stream);
+  return stream.enqueue(on_queue, std::move(on_host), sequence);
 }
 
 void StreamRegistry::synchronize(Stream& stream) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,9 +17,12 @@
 
 namespace hipxx::core {
 
+// Makes the device queue for a new stream, or gives null (the stream then runs on a host thread).
+using QueueFactory = std::function<std::unique_ptr<backend::Queue>(const StreamTraits&)>;
+
 class StreamRegistry {
  public:
-  explicit StreamRegistry(int device_count);
+  StreamRegistry(int device_count, QueueFactory make_queue);
 
   [[nodiscard]] hipError_t create(hipStream_t* stream, StreamTraits traits);
   [[nodiscard]] hipError_t destroy(hipStream_t stream);
@@ -27,6 +31,9 @@ class StreamRegistry {
 
   // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
   std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
+  // Device work with the null-stream rules (Stream::enqueue with a QueueWork).
+  [[nodiscard]] hipError_t enqueue(Stream& stream, const QueueWork& on_queue, StreamTask on_host,
+                                   std::uint64_t* sequence = nullptr);
   // Whether work queued on `stream` now would first wait for other streams (a null-stream barrier).
   // Without the lock; a barrier queued meanwhile by another thread orders its work after this call.
   [[nodiscard]] bool would_wait_for_others(const Stream& stream) const;
@@ -42,9 +49,12 @@ class StreamRegistry {
 
  private:
   [[nodiscard]] Stream& null_stream_locked(int device);
+  // Puts HIP's implicit waits between the null stream and blocking streams in front of new work.
+  void order_by_null_stream_locked(Stream& stream);
   [[nodiscard]] std::vector<std::shared_ptr<Stream>> blocking_streams_locked(int device) const;
 
   static constexpr std::uintptr_t kIdStep = 16;
+  QueueFactory make_queue_;
   mutable std::mutex mutex_;
   // Bumped by every destroy: a thread's cached resolution is good while it is unchanged.
   std::atomic<std::uint64_t> generation_{0};

@@ -19,6 +19,7 @@
 // thread: the named device's for per-device operations, else the thread's current HIP device's.
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
+#include "backend/cuda/cuda_queue.hpp"
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
@@ -36,21 +37,8 @@
 #include <vector>
 
 namespace hipxx::backend {
-namespace {
 
-using cuda::CUcontext;
-using cuda::CUdevice;
-using cuda::CUdeviceptr;
-using cuda::CUmemAccess_flags;
-using cuda::CUmemGenericAllocationHandle;
-using cuda::CUresult;
-using cuda::DriverApi;
-
-// Used where the driver cannot tell us a granularity (a device without virtual memory management):
-// the books divide by it, so it must never be zero. 2 MiB is what every VMM-capable NVIDIA GPU reports.
-constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
-
-hipError_t to_hip(CUresult result) noexcept {
+hipError_t cuda::to_hip(CUresult result) noexcept {
   switch (result) {
     case cuda::CUDA_SUCCESS: return hipSuccess;
     case cuda::CUDA_ERROR_INVALID_VALUE: return hipErrorInvalidValue;
@@ -65,6 +53,22 @@ hipError_t to_hip(CUresult result) noexcept {
     default: return hipErrorUnknown;
   }
 }
+
+namespace {
+
+using cuda::CUcontext;
+using cuda::CUdevice;
+using cuda::CUdeviceptr;
+using cuda::CUmemAccess_flags;
+using cuda::CUmemGenericAllocationHandle;
+using cuda::CUresult;
+using cuda::DriverApi;
+using cuda::QueueApi;
+using cuda::to_hip;
+
+// Used where the driver cannot tell us a granularity (a device without virtual memory management):
+// the books divide by it, so it must never be zero. 2 MiB is what every VMM-capable NVIDIA GPU reports.
+constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
 
 // "CUDA_ERROR_NO_DEVICE (100)", for the messages hipxxGetBackendError returns.
 std::string describe(const DriverApi& api, CUresult result) {
@@ -96,9 +100,35 @@ class CudaBackend final : public Backend {
  public:
   // Takes over the library handle and one retained primary context per device. Neither is given
   // back: the runtime lives until the process ends, and unloading libcuda after cuInit is unsafe.
-  CudaBackend(const DriverApi& api, std::vector<DeviceHandles> handles, std::vector<DeviceProperties> devices)
-      : api_(api), handles_(std::move(handles)), devices_(std::move(devices)) {
+  // `queue_api` null: the driver lacks what device queues need, and streams run on host threads.
+  CudaBackend(const DriverApi& api, std::unique_ptr<QueueApi> queue_api, std::vector<DeviceHandles> handles,
+              std::vector<DeviceProperties> devices)
+      : api_(api), queue_api_(std::move(queue_api)), handles_(std::move(handles)), devices_(std::move(devices)) {
     spare_mapping_nodes_.reserve(kSpareMappingNodes);  // so that keeping a node never allocates
+    if (queue_api_) {
+      for (const DeviceHandles& device : handles_) {
+        // Progress words are 64-bit: a device without 64-bit stream memory operations gets none.
+        if (attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device.device) == 0) {
+          queue_devices_.clear();
+          break;
+        }
+        queue_devices_.push_back({.driver = &api_,
+                                  .queues = queue_api_.get(),
+                                  .context = device.context,
+                                  .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+                                                        device.device) != 0});
+      }
+    }
+  }
+
+  std::unique_ptr<Queue> create_queue(int device, bool null_stream, bool blocking, int priority) override {
+    if (!valid(device) || queue_devices_.empty()) return nullptr;
+    return cuda::make_queue(queue_devices_[static_cast<std::size_t>(device)], null_stream, blocking, priority);
+  }
+
+  std::unique_ptr<Timestamp> create_timestamp(int device, bool timing, bool blocking_sync) override {
+    if (!valid(device) || queue_devices_.empty()) return nullptr;
+    return cuda::make_timestamp(queue_devices_[static_cast<std::size_t>(device)], timing, blocking_sync);
   }
 
   std::string_view name() const noexcept override { return "cuda"; }
@@ -525,7 +555,14 @@ class CudaBackend final : public Backend {
     return hipSuccess;
   }
 
+  [[nodiscard]] int attribute(cuda::CUdevice_attribute which, CUdevice device) const noexcept {
+    int value = 0;
+    return api_.cuDeviceGetAttribute(&value, which, device) == cuda::CUDA_SUCCESS ? value : 0;
+  }
+
   const DriverApi api_;
+  const std::unique_ptr<QueueApi> queue_api_;
+  std::vector<cuda::QueueDevice> queue_devices_;  // empty: no device queues
   const std::vector<DeviceHandles> handles_;
   const std::vector<DeviceProperties> devices_;
   std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
@@ -659,7 +696,9 @@ std::unique_ptr<Backend> make_cuda_backend(std::string& error) {
     handles.push_back(device);
     devices.push_back(properties_of(api, device.device, ordinal));
   }
-  return std::make_unique<CudaBackend>(api, std::move(handles), std::move(devices));
+  auto queue_api = std::make_unique<QueueApi>();
+  if (!cuda::load_queue_entry_points(library, *queue_api).empty()) queue_api.reset();
+  return std::make_unique<CudaBackend>(api, std::move(queue_api), std::move(handles), std::move(devices));
 }
 
 }  // namespace hipxx::backend

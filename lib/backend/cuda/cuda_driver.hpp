@@ -172,6 +172,59 @@ static_assert(sizeof(CUipcMemHandle) == 64);
   X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr * ptr, CUipcMemHandle handle, unsigned int flags))     \
   X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr ptr))
 
+// Streams, events, host calls and stream memory operations: what the backend's device queues use.
+using CUevent = struct CUevent_st*;
+using CUstreamCallback = void (*)(CUstream stream, CUresult status, void* data);
+
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+// The legacy default stream, which synchronises with every blocking stream of its context.
+inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
+inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+inline constexpr unsigned CU_EVENT_BLOCKING_SYNC = 0x1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_EQ = 0x1;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_AND = 0x2;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_NOR = 0x3;
+inline constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
+inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
+inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = static_cast<CUdevice_attribute>(93);
+inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static_cast<CUdevice_attribute>(94);
+
+// Looked up separately: a driver without them still runs the backend, with stream work on host
+// threads. The stream memory operations are the `_v2` symbols, which need no kernel-module option.
+// cuEventElapsedTime is resolved as cuEventElapsedTime_v2 where the driver has it (CUDA 12.8+).
+#define HIPXX_CUDA_QUEUE_ENTRY_POINTS(X)                                                                   \
+  X(cuCtxGetStreamPriorityRange, CUresult (*)(int* least, int* greatest))                                 \
+  X(cuStreamCreateWithPriority, CUresult (*)(CUstream * stream, unsigned flags, int priority))            \
+  X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                                     \
+  X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                                    \
+  X(cuStreamQuery, CUresult (*)(CUstream stream))                                                          \
+  X(cuStreamAddCallback, CUresult (*)(CUstream stream, CUstreamCallback callback, void* data, unsigned flags)) \
+  X(cuStreamWaitValue32_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint32_t value, unsigned flags)) \
+  X(cuStreamWaitValue64_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint64_t value, unsigned flags)) \
+  X(cuStreamWriteValue32_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint32_t value, unsigned flags)) \
+  X(cuStreamWriteValue64_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint64_t value, unsigned flags)) \
+  X(cuMemcpyAsync, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream))    \
+  X(cuMemsetD8Async, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream)) \
+  X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                                          \
+  X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                        \
+  X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                           \
+  X(cuEventQuery, CUresult (*)(CUevent event))                                                             \
+  X(cuEventSynchronize, CUresult (*)(CUevent event))                                                       \
+  X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                    \
+  X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                       \
+  X(cuMemFreeHost, CUresult (*)(void* pointer))
+
+struct QueueApi {
+#define HIPXX_CUDA_DECLARE_QUEUE_ENTRY_POINT(name, type) std::type_identity_t<type> name = nullptr;
+  HIPXX_CUDA_QUEUE_ENTRY_POINTS(HIPXX_CUDA_DECLARE_QUEUE_ENTRY_POINT)
+#undef HIPXX_CUDA_DECLARE_QUEUE_ENTRY_POINT
+};
+
 // One function pointer per entry point, named as the symbol; all set once `load` succeeds.
 struct DriverApi {
 #define HIPXX_CUDA_DECLARE_ENTRY_POINT(name, type) std::type_identity_t<type> name = nullptr;

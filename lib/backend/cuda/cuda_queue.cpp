@@ -1,0 +1,253 @@
+// Device queues on CUDA streams:
+//   copy / fill            cuMemcpyAsync / cuMemsetD8Async (unified addressing)
+//   write_word / wait_word cuStreamWriteValue32/64 / cuStreamWaitValue32/64 (GEQ, EQ, AND, NOR)
+//   mark / wait_progress   cuStreamWriteValue64 / cuStreamWaitValue64 (GEQ) on the queue's progress
+//                          word, which lives in pinned, portable host memory: any context's queue can
+//                          wait on it and the host reads it with a plain load
+//   wait_gate              cuStreamWaitValue64 (GEQ) on the queue's gate word, which the host writes
+//   host_call              cuStreamAddCallback, which hands the callback the stream's status
+//   prefetch               cuMemPrefetchAsync
+//   record                 cuEventRecord; timestamps are CUevents
+// The null stream is CU_STREAM_LEGACY: work other code puts on the legacy default stream (CUDA
+// runtime kernels on stream 0) meets HIP's null-stream order. Blocking streams are created with
+// CU_STREAM_DEFAULT, so the driver orders them against it too; non-blocking ones with
+// CU_STREAM_NON_BLOCKING.
+#include "backend/cuda/cuda_queue.hpp"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+namespace hipxx::backend::cuda {
+namespace {
+
+CUdeviceptr address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+
+// Makes `context` current on the calling thread; every call below acts in the queue's context,
+// whatever device the calling thread uses.
+hipError_t bind(const QueueDevice& device) noexcept {
+  CUcontext current = nullptr;
+  if (device.driver->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == device.context) return hipSuccess;
+  return to_hip(device.driver->cuCtxSetCurrent(device.context));
+}
+
+// The two words a queue shares with the device, in one pinned allocation.
+struct Words {
+  std::uint64_t progress = 0;
+  std::uint64_t gate = 0;
+};
+
+class CudaTimestamp final : public Timestamp {
+ public:
+  CudaTimestamp(const QueueDevice& device, CUevent event) : device_(device), event_(event) {}
+  ~CudaTimestamp() override {
+    if (bind(device_) == hipSuccess) (void)device_.queues->cuEventDestroy_v2(event_);
+  }
+
+  hipError_t query() override {
+    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+    const CUresult result = device_.queues->cuEventQuery(event_);
+    return result == CUDA_ERROR_NOT_READY ? hipErrorNotReady : to_hip(result);
+  }
+
+  hipError_t synchronize() override {
+    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+    return to_hip(device_.queues->cuEventSynchronize(event_));
+  }
+
+  hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
+    const auto* begin = dynamic_cast<const CudaTimestamp*>(&start);
+    if (begin == nullptr) return hipErrorInvalidHandle;
+    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+    const CUresult result = device_.queues->cuEventElapsedTime(milliseconds, begin->event_, event_);
+    return result == CUDA_ERROR_NOT_READY ? hipErrorNotReady : to_hip(result);
+  }
+
+  [[nodiscard]] CUevent event() const noexcept { return event_; }
+
+ private:
+  QueueDevice device_;
+  CUevent event_;
+};
+
+class CudaQueue final : public Queue {
+ public:
+  CudaQueue(const QueueDevice& device, CUstream stream, bool owned, Words* words)
+      : device_(device), stream_(stream), owned_(owned), words_(words) {}
+
+  // The device may still write the progress word: the stream finishes before the words go.
+  ~CudaQueue() override {
+    if (bind(device_) != hipSuccess) return;  // the context is gone, and the stream with it
+    (void)api().cuStreamSynchronize(stream_);
+    if (owned_) (void)api().cuStreamDestroy_v2(stream_);
+    (void)api().cuMemFreeHost(words_);
+  }
+
+  std::uint64_t progress() const noexcept override {
+    return std::atomic_ref<std::uint64_t>{words_->progress}.load(std::memory_order_acquire);
+  }
+
+  hipError_t mark(std::uint64_t sequence) override {
+    return call(api().cuStreamWriteValue64_v2, stream_, address_of(&words_->progress), sequence,
+                CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
+
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    return call(api().cuMemcpyAsync, address_of(dst), address_of(src), bytes, stream_);
+  }
+
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    return call(api().cuMemsetD8Async, address_of(dst), value, bytes, stream_);
+  }
+
+  hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    if (bytes == sizeof(std::uint32_t)) {
+      return call(api().cuStreamWriteValue32_v2, stream_, address_of(address), static_cast<std::uint32_t>(value),
+                  CU_STREAM_WRITE_VALUE_DEFAULT);
+    }
+    return call(api().cuStreamWriteValue64_v2, stream_, address_of(address), value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
+
+  hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
+    unsigned flags = CU_STREAM_WAIT_VALUE_GEQ;
+    switch (condition) {
+      case WaitCondition::at_least: flags = CU_STREAM_WAIT_VALUE_GEQ; break;
+      case WaitCondition::equal: flags = CU_STREAM_WAIT_VALUE_EQ; break;
+      case WaitCondition::any_common_bit: flags = CU_STREAM_WAIT_VALUE_AND; break;
+      case WaitCondition::some_bit_clear_in_both:
+        if (!device_.wait_nor) return hipErrorNotSupported;
+        flags = CU_STREAM_WAIT_VALUE_NOR;
+        break;
+    }
+    if (bytes == sizeof(std::uint32_t)) {
+      return call(api().cuStreamWaitValue32_v2, stream_, address_of(address), static_cast<std::uint32_t>(value), flags);
+    }
+    return call(api().cuStreamWaitValue64_v2, stream_, address_of(address), value, flags);
+  }
+
+  hipError_t wait_progress(const Queue& other, std::uint64_t point) override {
+    const auto* source = dynamic_cast<const CudaQueue*>(&other);
+    if (source == nullptr) return hipErrorNotSupported;
+    return call(api().cuStreamWaitValue64_v2, stream_, address_of(&source->words_->progress), point,
+                CU_STREAM_WAIT_VALUE_GEQ);
+  }
+
+  hipError_t wait_gate(std::uint64_t ticket) override {
+    return call(api().cuStreamWaitValue64_v2, stream_, address_of(&words_->gate), ticket, CU_STREAM_WAIT_VALUE_GEQ);
+  }
+
+  void open_gate(std::uint64_t ticket) noexcept override {
+    std::atomic_ref<std::uint64_t>{words_->gate}.store(ticket, std::memory_order_release);
+  }
+
+  hipError_t host_call(HostCall function, void* data) override {
+    auto call_state = std::make_unique<PendingCall>(PendingCall{function, data});
+    const hipError_t queued = call(api().cuStreamAddCallback, stream_, &run_pending_call, call_state.get(), 0U);
+    if (queued == hipSuccess) (void)call_state.release();  // the driver calls it back exactly once
+    return queued;
+  }
+
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    CUdevice target = CU_DEVICE_CPU;
+    if (device >= 0) {
+      if (device_.driver->cuDeviceGet(&target, device) != CUDA_SUCCESS) return hipErrorInvalidDevice;
+    }
+    return call(device_.driver->cuMemPrefetchAsync, address_of(ptr), bytes, target, stream_);
+  }
+
+  hipError_t record(Timestamp& timestamp) override {
+    auto* event = dynamic_cast<CudaTimestamp*>(&timestamp);
+    if (event == nullptr) return hipErrorNotSupported;
+    return call(api().cuEventRecord, event->event(), stream_);
+  }
+
+  hipError_t fault() override {
+    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+    const CUresult result = api().cuStreamQuery(stream_);
+    return result == CUDA_ERROR_NOT_READY ? hipSuccess : to_hip(result);
+  }
+
+ private:
+  struct PendingCall {
+    HostCall function;
+    void* data;
+  };
+
+  static void run_pending_call(CUstream /*stream*/, CUresult status, void* data) {
+    const std::unique_ptr<PendingCall> pending{static_cast<PendingCall*>(data)};
+    pending->function(to_hip(status), pending->data);
+  }
+
+  [[nodiscard]] const QueueApi& api() const noexcept { return *device_.queues; }
+
+  template <class Function, class... Args>
+  hipError_t call(Function function, Args... args) const {
+    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+    return to_hip(function(args...));
+  }
+
+  QueueDevice device_;
+  CUstream stream_;
+  bool owned_;  // false for CU_STREAM_LEGACY, which is the context's
+  Words* words_;
+};
+
+// The driver's priority range is [greatest, least], greatest the most negative. HIP's high (-1)
+// takes the greatest, normal and low the least (the driver's default).
+int driver_priority(const QueueApi& api, int priority) {
+  int least = 0;
+  int greatest = 0;
+  if (api.cuCtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) return 0;
+  return priority < 0 ? greatest : least;
+}
+
+}  // namespace
+
+std::string load_queue_entry_points(void* library, QueueApi& api) {
+  std::string missing;
+#define HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT(name, type)                \
+  if (void* symbol = dlsym(library, #name); symbol != nullptr) {        \
+    api.name = reinterpret_cast<decltype(api.name)>(symbol);            \
+  } else {                                                              \
+    missing += (missing.empty() ? "" : ", ") + std::string{#name};      \
+  }
+  HIPXX_CUDA_QUEUE_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT)
+#undef HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT
+  if (void* newer = dlsym(library, "cuEventElapsedTime_v2"); newer != nullptr) {
+    api.cuEventElapsedTime = reinterpret_cast<decltype(api.cuEventElapsedTime)>(newer);
+  }
+  return missing;
+}
+
+std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, bool blocking, int priority) {
+  if (bind(device) != hipSuccess) return nullptr;
+  const QueueApi& api = *device.queues;
+  void* pinned = nullptr;
+  if (api.cuMemHostAlloc(&pinned, sizeof(Words), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  auto* words = new (pinned) Words{};
+  CUstream stream = CU_STREAM_LEGACY;
+  if (!null_stream) {
+    const unsigned flags = blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+    if (api.cuStreamCreateWithPriority(&stream, flags, driver_priority(api, priority)) != CUDA_SUCCESS) {
+      (void)api.cuMemFreeHost(pinned);
+      return nullptr;
+    }
+  }
+  return std::make_unique<CudaQueue>(device, stream, !null_stream, words);
+}
+
+std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing, bool blocking_sync) {
+  if (bind(device) != hipSuccess) return nullptr;
+  unsigned flags = CU_EVENT_DEFAULT;
+  if (!timing) flags |= CU_EVENT_DISABLE_TIMING;
+  if (blocking_sync) flags |= CU_EVENT_BLOCKING_SYNC;
+  CUevent event = nullptr;
+  if (device.queues->cuEventCreate(&event, flags) != CUDA_SUCCESS) return nullptr;
+  return std::make_unique<CudaTimestamp>(device, event);
+}
+
+}  // namespace hipxx::backend::cuda

@@ -1,0 +1,33 @@
+// The CUDA backend's device queues (CUstreams) and timestamps (CUevents).
+#pragma once
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_driver.hpp"
+
+#include <memory>
+#include <string>
+
+namespace hipxx::backend::cuda {
+
+// The CUresult a driver call returned, as the documented hipError_t (hipErrorUnknown where HIP has
+// no counterpart).
+[[nodiscard]] hipError_t to_hip(CUresult result) noexcept;
+
+// What the queues of one device share: the driver, the device's primary context and what the
+// device can do with stream memory operations.
+struct QueueDevice {
+  const DriverApi* driver = nullptr;
+  const QueueApi* queues = nullptr;
+  CUcontext context = nullptr;
+  bool wait_nor = false;  // CU_STREAM_WAIT_VALUE_NOR
+};
+
+// Resolves the queue entry points; empty, or the names this libcuda lacks.
+[[nodiscard]] std::string load_queue_entry_points(void* library, QueueApi& api);
+
+// Null when the driver refuses the stream or its progress words.
+[[nodiscard]] std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, bool blocking,
+                                                int priority);
+[[nodiscard]] std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing, bool blocking_sync);
+
+}  // namespace hipxx::backend::cuda

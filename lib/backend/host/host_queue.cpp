@@ -1,0 +1,208 @@
+#include "backend/host/host_queue.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace hipxx::backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `ready` until it holds: briefly at full speed, then ever more slowly.
+template <class Ready>
+void poll_until(Ready&& ready) {
+  auto pause = std::chrono::microseconds{1};
+  for (unsigned round = 0; !ready(); ++round) {
+    if (round < 1024) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{100});
+  }
+}
+
+bool holds(std::uint64_t word, std::uint64_t value, WaitCondition condition, std::uint64_t width_mask) noexcept {
+  switch (condition) {
+    case WaitCondition::at_least: return word >= value;
+    case WaitCondition::equal: return word == value;
+    case WaitCondition::any_common_bit: return (word & value) != 0;
+    case WaitCondition::some_bit_clear_in_both: return (~(word | value) & width_mask) != 0;
+  }
+  return false;
+}
+
+class HostTimestamp final : public Timestamp {
+ public:
+  explicit HostTimestamp(bool timing) : timing_(timing) {}
+
+  // Each record starts a new point; only the latest one counts, as with a GPU event.
+  std::uint64_t begin_record() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  void pass(std::uint64_t record) {
+    {
+      std::lock_guard lock{mutex_};
+      if (record > passed_) {
+        passed_ = record;
+        at_ = Clock::now();
+      }
+    }
+    passed_signal_.notify_all();
+  }
+
+  hipError_t query() override {
+    std::lock_guard lock{mutex_};
+    return passed_ >= recorded_.load(std::memory_order_acquire) ? hipSuccess : hipErrorNotReady;
+  }
+
+  hipError_t synchronize() override {
+    const std::uint64_t wanted = recorded_.load(std::memory_order_acquire);
+    std::unique_lock lock{mutex_};
+    passed_signal_.wait(lock, [&] { return passed_ >= wanted; });
+    return hipSuccess;
+  }
+
+  hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
+    const auto* begin = dynamic_cast<const HostTimestamp*>(&start);
+    if (begin == nullptr || !timing_ || !begin->timing_) return hipErrorInvalidHandle;
+    const auto [begin_done, begin_at] = begin->passed_at();
+    const auto [end_done, end_at] = passed_at();
+    if (!begin_done || !end_done) return hipErrorNotReady;
+    *milliseconds = std::chrono::duration<float, std::milli>(end_at - begin_at).count();
+    return hipSuccess;
+  }
+
+ private:
+  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
+    std::lock_guard lock{mutex_};
+    return {passed_ >= recorded_.load(std::memory_order_acquire) && passed_ > 0, at_};
+  }
+
+  const bool timing_;
+  std::atomic<std::uint64_t> recorded_{0};
+  mutable std::mutex mutex_;
+  std::condition_variable passed_signal_;
+  std::uint64_t passed_ = 0;
+  Clock::time_point at_{};
+};
+
+class HostQueue final : public Queue {
+ public:
+  explicit HostQueue(Backend& backend) : backend_(backend), worker_([this] { run(); }) {}
+
+  ~HostQueue() override {
+    {
+      std::lock_guard lock{mutex_};
+      stopping_ = true;
+    }
+    work_ready_.notify_one();
+    worker_.join();
+  }
+
+  std::uint64_t progress() const noexcept override { return progress_.load(std::memory_order_acquire); }
+
+  hipError_t mark(std::uint64_t sequence) override {
+    return push([this, sequence] { progress_.store(sequence, std::memory_order_release); });
+  }
+
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    return push([this, dst, src, bytes] { note(backend_.copy(dst, src, bytes)); });
+  }
+
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    return push([this, dst, value, bytes] { note(backend_.fill(dst, value, bytes)); });
+  }
+
+  hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    return push([this, address, bytes, value] { note(backend_.store_word(address, bytes, value)); });
+  }
+
+  hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
+    const std::uint64_t width_mask = bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
+    return push([this, address, bytes, value, condition, width_mask] {
+      poll_until([&] {
+        std::uint64_t word = 0;
+        if (backend_.load_word(address, bytes, &word) != hipSuccess) return true;  // nothing to wait on
+        return holds(word, value, condition, width_mask);
+      });
+    });
+  }
+
+  hipError_t wait_progress(const Queue& other, std::uint64_t point) override {
+    return push([&other, point] { poll_until([&] { return other.progress() >= point; }); });
+  }
+
+  hipError_t wait_gate(std::uint64_t ticket) override {
+    return push([this, ticket] { poll_until([&] { return gate_.load(std::memory_order_acquire) >= ticket; }); });
+  }
+
+  void open_gate(std::uint64_t ticket) noexcept override { gate_.store(ticket, std::memory_order_release); }
+
+  hipError_t host_call(HostCall function, void* data) override {
+    return push([this, function, data] { function(fault_.load(std::memory_order_relaxed), data); });
+  }
+
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    return push([this, ptr, bytes, device] { note(backend_.prefetch(ptr, bytes, device)); });
+  }
+
+  hipError_t record(Timestamp& timestamp) override {
+    auto* stamp = dynamic_cast<HostTimestamp*>(&timestamp);
+    if (stamp == nullptr) return hipErrorNotSupported;
+    const std::uint64_t record = stamp->begin_record();
+    return push([stamp, record] { stamp->pass(record); });
+  }
+
+  hipError_t fault() override { return fault_.load(std::memory_order_relaxed); }
+
+ private:
+  hipError_t push(std::function<void()> operation) {
+    {
+      std::lock_guard lock{mutex_};
+      operations_.push_back(std::move(operation));
+    }
+    work_ready_.notify_one();
+    return hipSuccess;
+  }
+
+  void note(hipError_t result) {
+    if (result != hipSuccess) fault_.store(result, std::memory_order_relaxed);
+  }
+
+  void run() {
+    std::unique_lock lock{mutex_};
+    for (;;) {
+      work_ready_.wait(lock, [&] { return stopping_ || !operations_.empty(); });
+      if (operations_.empty()) return;
+      std::function<void()> operation = std::move(operations_.front());
+      operations_.pop_front();
+      lock.unlock();
+      operation();
+      lock.lock();
+    }
+  }
+
+  Backend& backend_;
+  std::atomic<std::uint64_t> progress_{0};
+  std::atomic<std::uint64_t> gate_{0};
+  std::atomic<hipError_t> fault_{hipSuccess};
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<std::function<void()>> operations_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<Queue> make_host_queue(Backend& backend) { return std::make_unique<HostQueue>(backend); }
+
+std::unique_ptr<Timestamp> make_host_timestamp(bool timing) { return std::make_unique<HostTimestamp>(timing); }
+
+}  // namespace hipxx::backend
