@@ -66,21 +66,23 @@ std::uint64_t Stream::next_sequence() {
 
 void Stream::push_host_task(HostTask task) {
   host_tasks_.push_back(std::move(task));
-  work_ready_.notify_one();
 }
 
 std::uint64_t Stream::enqueue(StreamTask task) {
-  std::lock_guard lock{mutex_};
-  const std::uint64_t sequence = next_sequence();
-  if (!queue_) {
+  std::uint64_t sequence = 0;
+  {
+    std::lock_guard lock{mutex_};
+    sequence = next_sequence();
+    // The queue holds later work at the gate until the host task ran, then marks the point itself.
+    // A queue that refuses either has failed for good: the point then never completes on the
+    // device, and the failure is the stream's status.
+    if (queue_ && (queue_->wait_gate(sequence) != hipSuccess || queue_->mark(sequence) != hipSuccess)) {
+      status_ = hipErrorLaunchFailure;
+    }
     push_host_task({.sequence = sequence, .work = std::move(task)});
-    return sequence;
   }
-  // The queue holds later work at the gate until the host task ran, then marks the point itself.
-  // A queue that refuses either has failed for good: the point then never completes on the device,
-  // and the failure is the stream's status.
-  if (queue_->wait_gate(sequence) != hipSuccess || queue_->mark(sequence) != hipSuccess) status_ = hipErrorLaunchFailure;
-  push_host_task({.sequence = sequence, .work = std::move(task)});
+  // After the unlock, so the woken worker does not wake only to wait for the lock.
+  work_ready_.notify_one();
   return sequence;
 }
 

@@ -85,6 +85,7 @@ class Stream {
   // Runs the task at the front of the queue; `lock` is held on entry and again on a true return.
   // False: the task's captured state held the stream's last reference, and *this is gone.
   bool run_front(std::unique_lock<std::mutex>& lock);
+  // Under mutex_; the caller wakes the worker once it has let go of the lock.
   void push_host_task(HostTask task);
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
