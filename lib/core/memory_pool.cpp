@@ -153,8 +153,8 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       virtual_bytes_(virtual_bytes),
       base_(reinterpret_cast<std::uintptr_t>(base)),
       serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
-      access_(runtime.device_count(), properties.location.id),
       live_(virtual_bytes),
+      access_(runtime.device_count(), properties.location.id),
       chunk_users_(virtual_bytes / chunk_bytes, 0) {
   add_hole(0, virtual_bytes_);
 }

@@ -201,11 +201,14 @@ class MemoryPool {
   std::uintptr_t base_;
   // Unique for the process, unlike addresses: names this pool in a thread's cached free-list look-up.
   const std::uint64_t serial_;
+  // Its table of pages is read on every allocation and free; pages are added under mutex_.
+  LiveGranules live_;
 
-  mutable std::mutex mutex_;
+  // The lock and what it guards start a line of their own: taking the lock (a carve, a search of
+  // other streams' lists) must not evict the fields above from the other cores' caches.
+  alignas(64) mutable std::mutex mutex_;
   PoolAttributes attributes_;
   PoolAccess access_;
-  LiveGranules live_;
   // One list per stream that has freed here; a list goes once its stream is destroyed, its blocks
   // then free for anyone. Lock order: mutex_, then a list's lock.
   std::vector<std::unique_ptr<StreamFreeList>> free_lists_;
