@@ -9,7 +9,8 @@
 //
 // Allocation and free are the hot path, so neither takes the pool's lock when it can help it: each
 // stream keeps the blocks freed on it in a list of its own (reusing them on that stream is always
-// legal in stream order), and which addresses are live is kept in a table of atomics. The pool's
+// legal in stream order), which addresses are live is kept in a table of atomics, and the used
+// bytes are counted per thread (core/pool_usage.hpp) so that threads do not share a counter. The pool's
 // lock guards the layout (holes, chunks), the attributes, blocks that belong to no stream, and the
 // set of stream lists, which trimming and other streams' allocations search under it.
 #pragma once
