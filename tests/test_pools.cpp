@@ -576,6 +576,140 @@ TEST_CASE("UsedMemCurrent/High and ReservedMemCurrent/High follow allocations an
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
+// Sizes that are size classes themselves (powers of two from 256 bytes), so the pool's used bytes
+// are the sum of the requests and a test can state them exactly.
+std::size_t class_sized(std::size_t step) { return std::size_t{256} << (step % 13); }
+
+TEST_CASE("UsedMemHigh stays exact when threads take turns, whichever thread or stream frees") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  const std::array<hipStream_t, 2> streams = {make_stream(hipStreamNonBlocking), make_stream(hipStreamNonBlocking)};
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  // One thread allocates, another frees on the other stream, a third allocates again: each step is
+  // counted by a different thread, and every one of them ends before the next starts.
+  // Run on a thread of their own; asserted here, since a failed REQUIRE must not throw on a thread.
+  const auto on_thread = [](auto&& step) {
+    hipError_t error = hipErrorUnknown;
+    std::thread{[&] { error = step(); }}.join();
+    return error;
+  };
+  void* first = nullptr;
+  REQUIRE(on_thread([&] { return hipMallocFromPoolAsync(&first, 2 * kMiB, pool, streams[0]); }) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == 2 * kMiB);
+  REQUIRE(on_thread([&] { return hipFreeAsync(first, streams[1]); }) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  void* second = pool_alloc(pool, kMiB, streams[0]);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == 2 * kMiB);  // 1 MiB in use: below the mark
+  void* third = pool_alloc(pool, 2 * kMiB, streams[1]);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 3 * kMiB);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == 3 * kMiB);  // a new mark, exactly
+  REQUIRE(on_thread([&] { return hipFreeAsync(third, streams[0]); }) == hipSuccess);
+  std::uint64_t zero = 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolAttrUsedMemHigh, &zero) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == kMiB);
+  void* fourth = nullptr;
+  REQUIRE(on_thread([&] { return hipMallocFromPoolAsync(&fourth, 256, pool, streams[1]); }) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == kMiB + 256);
+  REQUIRE(hipFreeAsync(second, streams[1]) == hipSuccess);
+  REQUIRE(hipFreeAsync(fourth, streams[0]) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == kMiB + 256);
+  for (hipStream_t stream : streams) {
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+TEST_CASE("UsedMemCurrent/High under threads: exact when they pause, bounded while they churn, 0 at the end") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+  constexpr std::size_t kThreads = 4;
+  constexpr std::size_t kHeld = 24;
+  constexpr int kRounds = 2000;
+  std::vector<hipStream_t> streams;
+  for (std::size_t t = 0; t < kThreads; ++t) streams.push_back(make_stream(hipStreamNonBlocking));
+  std::vector<std::vector<void*>> held(kThreads);
+  std::vector<std::uint64_t> held_bytes(kThreads, 0);
+  std::vector<std::uint64_t> peaks(kThreads, 0);  // each thread's own largest live total
+  std::atomic<int> failures{0};
+  const auto run_threads = [&](auto&& body) {
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { body(t); });
+    for (std::thread& thread : threads) thread.join();
+  };
+  // Allocations only: the total rises to its peak at the end, where the threads stop.
+  run_threads([&](std::size_t t) {
+    for (std::size_t i = 0; i < kHeld; ++i) {
+      void* ptr = nullptr;
+      const std::size_t bytes = class_sized(i + t);
+      if (hipMallocFromPoolAsync(&ptr, bytes, pool, streams[t]) != hipSuccess) ++failures;
+      held[t].push_back(ptr);
+      held_bytes[t] += bytes;
+    }
+    peaks[t] = held_bytes[t];
+  });
+  REQUIRE(failures.load() == 0);
+  std::uint64_t total = 0;
+  for (const std::uint64_t bytes : held_bytes) total += bytes;
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == total);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == total);
+
+  // Churn: each thread frees its oldest block, on its neighbour's stream every other time, and
+  // allocates another, so that threads count frees of memory other threads' streams allocated.
+  run_threads([&](std::size_t t) {
+    std::size_t oldest = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      const std::size_t bytes = class_sized(static_cast<std::size_t>(round) * 7 + t);
+      hipStream_t free_stream = round % 2 == 0 ? streams[t] : streams[(t + 1) % kThreads];
+      if (hipFreeAsync(held[t][oldest], free_stream) != hipSuccess) ++failures;
+      held_bytes[t] -= class_sized(oldest + t);  // the slot's size: kept below by construction
+      if (hipMallocFromPoolAsync(&held[t][oldest], class_sized(oldest + t), pool, streams[t]) != hipSuccess) {
+        ++failures;
+      }
+      held_bytes[t] += class_sized(oldest + t);
+      // And a short-lived one of another size, which raises this thread's total for a moment.
+      void* extra = nullptr;
+      if (hipMallocFromPoolAsync(&extra, bytes, pool, streams[t]) != hipSuccess) ++failures;
+      peaks[t] = std::max(peaks[t], held_bytes[t] + bytes);
+      if (hipFreeAsync(extra, streams[(t + round) % kThreads]) != hipSuccess) ++failures;
+      oldest = (oldest + 1) % kHeld;
+    }
+  });
+  REQUIRE(failures.load() == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == total);
+  // Never below a peak that any one thread reached on its own; never above all threads at their
+  // peaks at once, which bounds the true peak and whatever racing frees may add to the mark.
+  const std::uint64_t high = get_u64(pool, hipMemPoolAttrUsedMemHigh);
+  std::uint64_t peak_sum = 0;
+  for (const std::uint64_t peak : peaks) {
+    CHECK(high >= peak);
+    peak_sum += peak;
+  }
+  CHECK(high >= total);
+  CHECK(high <= peak_sum);
+  CHECK(high <= get_u64(pool, hipMemPoolAttrReservedMemHigh));
+
+  run_threads([&](std::size_t t) {
+    for (void* ptr : held[t]) {
+      if (hipFreeAsync(ptr, streams[(t + 1) % kThreads]) != hipSuccess) ++failures;
+    }
+  });
+  CHECK(failures.load() == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == high);
+  std::uint64_t zero = 0;
+  REQUIRE(hipMemPoolSetAttribute(pool, hipMemPoolAttrUsedMemHigh, &zero) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemHigh) == 0);
+  for (hipStream_t stream : streams) {
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  }
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Release threshold and trimming
 

@@ -250,7 +250,12 @@ class MemPoolOperations {
   [[nodiscard]] result<std::uint64_t> reserved_current() const noexcept { return get_u64(hipMemPoolAttrReservedMemCurrent); }
   [[nodiscard]] result<std::uint64_t> reserved_high() const noexcept { return get_u64(hipMemPoolAttrReservedMemHigh); }
   // Memory handed out and not yet freed (a hipFreeAsync counts at once, before its stream reaches it).
+  // Exact when no allocation or free into the pool runs meanwhile; while other threads allocate and
+  // free, a sum of per-thread counts read one after another.
   [[nodiscard]] result<std::uint64_t> used_current() const noexcept { return get_u64(hipMemPoolAttrUsedMemCurrent); }
+  // The largest used_current() since creation or the last reset: exact for a pool used from one
+  // thread at a time. Under concurrent use never below the true peak, and above it only by blocks
+  // that other threads freed while an allocation was setting a new mark.
   [[nodiscard]] result<std::uint64_t> used_high() const noexcept { return get_u64(hipMemPoolAttrUsedMemHigh); }
 
   // The high-water marks can only be reset, to the current value (HIP takes 0 to mean that).

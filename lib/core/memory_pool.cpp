@@ -153,8 +153,8 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       virtual_bytes_(virtual_bytes),
       base_(reinterpret_cast<std::uintptr_t>(base)),
       serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
-      access_(runtime.device_count(), properties.location.id),
       live_(virtual_bytes),
+      access_(runtime.device_count(), properties.location.id),
       chunk_users_(virtual_bytes / chunk_bytes, 0) {
   add_hole(0, virtual_bytes_);
 }
@@ -164,18 +164,6 @@ MemoryPool::~MemoryPool() {
     if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
   }
   (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), virtual_bytes_);
-}
-
-void MemoryPool::note_allocated(std::uint64_t bytes) noexcept {
-  const std::uint64_t now = used_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  std::uint64_t high = used_high_.load(std::memory_order_relaxed);
-  while (now > high && !used_high_.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
-  }
-}
-
-void MemoryPool::note_freed(std::uint64_t bytes) noexcept {
-  // Release: whoever sees the pool drained also sees where the freed block went.
-  used_bytes_.fetch_sub(bytes, std::memory_order_release);
 }
 
 hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
@@ -194,7 +182,7 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
     offset = found;
   }
   live_.mark(*offset, size_class);
-  note_allocated(class_bytes);
+  usage_.add(class_bytes);
   grant->address = base_ + *offset;
   return hipSuccess;
 }
@@ -306,8 +294,9 @@ bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& str
     std::lock_guard lock{mutex_};
     unowned_[*size_class].push_back(offset);
   }
-  // Last: once drained() sees the pool empty, the block is where pending_free_streams() looks.
-  note_freed(pool_class_bytes_at(*size_class));
+  // Last, and with release: once drained() sees the pool empty, the block is where
+  // pending_free_streams() looks.
+  usage_.remove(pool_class_bytes_at(*size_class));
   return true;
 }
 
@@ -500,7 +489,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
       return hipSuccess;
     case hipMemPoolAttrUsedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
-      used_high_.store(used_bytes_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      usage_.reset_high();
       return hipSuccess;
     default:
       return hipErrorInvalidValue;  // the current values are read-only
@@ -519,8 +508,8 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
     case hipMemPoolAttrReleaseThreshold: put_u64(attributes_.release_threshold); break;
     case hipMemPoolAttrReservedMemCurrent: put_u64(mapped_chunks_ * chunk_bytes_); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(attributes_.reserved_high); break;
-    case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_.load(std::memory_order_acquire)); break;
-    case hipMemPoolAttrUsedMemHigh: put_u64(used_high_.load(std::memory_order_relaxed)); break;
+    case hipMemPoolAttrUsedMemCurrent: put_u64(usage_.current()); break;
+    case hipMemPoolAttrUsedMemHigh: put_u64(usage_.high()); break;
     default: return hipErrorInvalidValue;
   }
   return hipSuccess;

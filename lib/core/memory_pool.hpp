@@ -9,12 +9,14 @@
 //
 // Allocation and free are the hot path, so neither takes the pool's lock when it can help it: each
 // stream keeps the blocks freed on it in a list of its own (reusing them on that stream is always
-// legal in stream order), and which addresses are live is kept in a table of atomics. The pool's
+// legal in stream order), which addresses are live is kept in a table of atomics, and the used
+// bytes are counted per thread (core/pool_usage.hpp) so that threads do not share a counter. The pool's
 // lock guards the layout (holes, chunks), the attributes, blocks that belong to no stream, and the
 // set of stream lists, which trimming and other streams' allocations search under it.
 #pragma once
 
 #include "core/pool_access.hpp"
+#include "core/pool_usage.hpp"
 #include "core/stream.hpp"
 
 #include <hipxx/hip_runtime_api.h>
@@ -140,7 +142,9 @@ class MemoryPool {
   // Whether `address` is a live (allocated, not yet freed) allocation of this pool.
   [[nodiscard]] bool is_live(std::uintptr_t address) const;
   // No allocation is live. Frees made before it turned true are visible to pending_free_streams().
-  [[nodiscard]] bool drained() const noexcept { return used_bytes_.load(std::memory_order_acquire) == 0; }
+  // Exact unless allocations race it, as they do only in a program that destroys a pool it is still
+  // allocating from.
+  [[nodiscard]] bool drained() const { return usage_.empty(); }
   // The streams that have not yet reached a free into this pool: work queued on them before the
   // free may still use the pool's memory, so a pool let go must outlive that work.
   [[nodiscard]] std::vector<std::shared_ptr<Stream>> pending_free_streams() const;
@@ -190,8 +194,6 @@ class MemoryPool {
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
   void add_hole(std::uintptr_t offset, std::size_t bytes);
-  void note_allocated(std::uint64_t bytes) noexcept;
-  void note_freed(std::uint64_t bytes) noexcept;
 
   Runtime& runtime_;
   hipMemPoolProps properties_;
@@ -200,11 +202,14 @@ class MemoryPool {
   std::uintptr_t base_;
   // Unique for the process, unlike addresses: names this pool in a thread's cached free-list look-up.
   const std::uint64_t serial_;
+  // Its table of pages is read on every allocation and free; pages are added under mutex_.
+  LiveGranules live_;
 
-  mutable std::mutex mutex_;
+  // The lock and what it guards start a line of their own: taking the lock (a carve, a search of
+  // other streams' lists) must not evict the fields above from the other cores' caches.
+  alignas(64) mutable std::mutex mutex_;
   PoolAttributes attributes_;
   PoolAccess access_;
-  LiveGranules live_;
   // One list per stream that has freed here; a list goes once its stream is destroyed, its blocks
   // then free for anyone. Lock order: mutex_, then a list's lock.
   std::vector<std::unique_ptr<StreamFreeList>> free_lists_;
@@ -213,10 +218,9 @@ class MemoryPool {
   std::set<std::pair<std::size_t, std::uintptr_t>> holes_by_size_;
   std::vector<std::uint32_t> chunk_users_;                          // carved blocks touching each chunk
   std::size_t mapped_chunks_ = 0;
-  // Changed by every allocation and free, from every thread: on a line of their own, so that
-  // the fields read beside them on the hot path (orphaned_, the layout) are not dragged along.
-  alignas(64) std::atomic<std::uint64_t> used_bytes_{0};
-  std::atomic<std::uint64_t> used_high_{0};
+  // Changed by every allocation and free, each thread on lines of its own (core/pool_usage.hpp);
+  // kept apart from the fields read on the hot path (orphaned_, the layout).
+  alignas(64) PoolUsage usage_;
   alignas(64) std::atomic<bool> orphaned_{false};
 };
 
