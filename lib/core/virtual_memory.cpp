@@ -74,13 +74,16 @@ hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t 
   if (requested != hipMemHandleTypeNone) {
     if (const hipError_t error = check_handle_type(requested); error != hipSuccess) return error;
   }
-  std::unique_lock lock{mutex_};
+  // Created before the books are locked: committing the memory is the slow part (the host backend
+  // allocates every page), nothing in it reads or changes the books, and other threads' copies and
+  // maps need not wait for it.
   backend::PhysicalHandle physical;
   if (const hipError_t error = backend_->create_physical(properties->location.id, size,
                                                          requested == hipMemHandleTypePosixFileDescriptor, &physical);
       error != hipSuccess) {
     return error;
   }
+  std::unique_lock lock{mutex_};
   *handle = book_allocation_locked(physical, size, *properties);
   return hipSuccess;
 }
@@ -262,12 +265,14 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   const auto fd_bits = address_of(os_handle);
   if (fd_bits > static_cast<std::uintptr_t>(INT32_MAX)) return hipErrorInvalidValue;
   const int device = current_device();
-  std::unique_lock lock{mutex_};
+  // The backend checks and copies the descriptor (four system calls on the host backend) before the
+  // books are locked: nothing there reads or changes the books, and a refusal leaves them untouched.
   backend::PhysicalHandle physical;
   std::size_t size = 0;
   if (const hipError_t error = backend_->import_fd(static_cast<int>(fd_bits), &physical, &size); error != hipSuccess) {
     return error;
   }
+  std::unique_lock lock{mutex_};
   hipMemAllocationProp properties{};
   properties.type = hipMemAllocationTypePinned;
   properties.requestedHandleType = type;
