@@ -381,6 +381,34 @@ TEST_CASE("free: allowed once the last mapping inside is gone") {
   CHECK(hipMemRelease(b) == hipSuccess);
 }
 
+TEST_CASE("hipxxGetReservationMappingCount follows map and unmap, and names whole reservations only") {
+  LeakCheck leaks;
+  void* base = reserve(3 * G);
+  Handle a = create(G);
+  Handle b = create(G);
+  std::size_t count = 99;
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 0);
+  REQUIRE(hipMemMap(base, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 2 * G), G, 0, b, 0) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 2);
+  // Only the start of a reservation names it; nothing else is a reservation.
+  CHECK_REFUSED(hipxxGetReservationMappingCount(at(base, G), &count), hipErrorInvalidValue);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(nullptr, &count), hipErrorInvalidValue);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(base, nullptr), hipErrorInvalidValue);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 1);
+  CHECK(hipMemUnmap(at(base, 2 * G), G) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 0);
+  CHECK(hipMemAddressFree(base, 3 * G) == hipSuccess);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(base, &count), hipErrorInvalidValue);
+  CHECK(hipMemRelease(a) == hipSuccess);
+  CHECK(hipMemRelease(b) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 TEST_CASE("create and release: success and properties round-trip") {
   LeakCheck leaks;

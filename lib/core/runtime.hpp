@@ -109,6 +109,8 @@ class Runtime {
   [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
 
   [[nodiscard]] BookCounts counts() const;
+  // How many mappings the reservation starting at `base` holds (hipxxGetReservationMappingCount).
+  [[nodiscard]] hipError_t reservation_mapping_count(const void* base, std::size_t* count) const;
   // What the books know of an address (hipPointerGetAttributes).
   [[nodiscard]] hipError_t pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const;
 

@@ -64,6 +64,15 @@ hipError_t Runtime::free_reservation(void* ptr, std::size_t size) {
   return hipSuccess;
 }
 
+hipError_t Runtime::reservation_mapping_count(const void* base, std::size_t* count) const {
+  if (base == nullptr || count == nullptr) return hipErrorInvalidValue;
+  std::shared_lock lock{mutex_};
+  const Reservation* reservation = address_space_.reservation_at(address_of(base));
+  if (reservation == nullptr) return hipErrorInvalidValue;
+  *count = reservation->mappings.size();
+  return hipSuccess;
+}
+
 hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
                            const hipMemAllocationProp* properties, unsigned long long flags) {
   if (handle == nullptr || properties == nullptr || flags != 0 || size == 0 || !granular(size) ||
