@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -127,7 +128,9 @@ class Runtime {
   [[nodiscard]] bool valid_location_or_host(int device) const noexcept {
     return device == hipCpuDeviceId || valid_device(device);
   }
-  [[nodiscard]] hipError_t drop_reference_locked(Allocation& allocation);
+  // Drops one application reference; the physical memory to free, once the books are unlocked, where
+  // that was the last use.
+  [[nodiscard]] std::optional<backend::PhysicalHandle> drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
   // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
   std::vector<backend::AccessGrant> grants_scratch_;

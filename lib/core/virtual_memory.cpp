@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <mutex>
+#include <optional>
 
 namespace hipxx::core {
 namespace {
@@ -108,18 +109,24 @@ hipMemGenericAllocationHandle_t Runtime::book_allocation_locked(backend::Physica
   }
 }
 
-hipError_t Runtime::drop_reference_locked(Allocation& allocation) {
+std::optional<backend::PhysicalHandle> Runtime::drop_reference_locked(Allocation& allocation) {
   --allocation.application_references;
   const backend::PhysicalHandle physical = allocation.physical;
-  if (!allocations_.forget_if_unused(allocation)) return hipSuccess;
-  return backend_->release_physical(physical);
+  if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
+  return physical;
 }
 
 hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
-  std::unique_lock lock{mutex_};
-  Allocation* allocation = allocations_.find(handle);
-  if (allocation == nullptr) return hipErrorInvalidValue;
-  return drop_reference_locked(*allocation);
+  std::optional<backend::PhysicalHandle> unused;
+  {
+    std::unique_lock lock{mutex_};
+    Allocation* allocation = allocations_.find(handle);
+    if (allocation == nullptr) return hipErrorInvalidValue;
+    unused = drop_reference_locked(*allocation);
+  }
+  // Freed after the books are unlocked: they no longer name it, and giving back a large allocation
+  // (the host backend's last close of the memfd frees every page) need not hold up other threads.
+  return unused ? backend_->release_physical(*unused) : hipSuccess;
 }
 
 hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
