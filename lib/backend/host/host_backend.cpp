@@ -203,7 +203,7 @@ class HostBackend final : public Backend {
   }
 
   hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
-    struct stat status {};
+    struct stat status;  // NOLINT(cppcoreguidelines-pro-type-member-init): fstat fills it or fails
     if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size <= 0 ||
         static_cast<std::size_t>(status.st_size) % page_size() != 0) {
       return hipErrorInvalidValue;
