@@ -9,11 +9,11 @@
 // first touch of each 4 KiB page does not fault (a fault per page costs several times what filling
 // the tables in one call does).
 //
-// Map populates with MADV_POPULATE_WRITE (Linux 5.14), not MAP_POPULATE: MAP_POPULATE faults a
-// shared mapping in for reading, and each such fault first tries to map the 15 pages around it,
-// which fallocate left not yet up to date, so it finds none and the work is wasted 16384 times per
-// 64 MiB; write faults map each page writable at once. About a third less time for the populate on
-// the development VM (bench/RESULTS.md). Older kernels get MAP_POPULATE.
+// Map populates with MADV_POPULATE_WRITE (Linux 5.14), not MAP_POPULATE: the populate takes a third
+// to a half less CPU time on the development VM (bench/RESULTS.md, bench/populate_cost.c). The likely
+// reason (not profiled in the kernel): MAP_POPULATE faults a shared mapping in for reading, and each
+// read fault first tries to map the 15 pages around it, which fallocate left not yet up to date, so
+// it finds none; write faults map each page writable, once. Older kernels get MAP_POPULATE.
 //
 // Transparent huge pages for shmem (memfds included) follow
 // /sys/kernel/mm/transparent_hugepage/shmem_enabled. With "always", "within_size" or "force",
