@@ -78,11 +78,15 @@ int memfd(std::size_t size) {
   return fd;
 }
 
-// A mapping as the host backend makes it: mapped read-write with populated page tables, then
-// closed to every device until access is set.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// A mapping as the host backend makes it: mapped read-write, page tables filled by write faults
+// (MADV_POPULATE_WRITE), then closed to every device until access is set.
 bool map_fd(void* va, int fd) {
-  return mmap(va, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) != MAP_FAILED &&
-         mprotect(va, kSize, PROT_NONE) == 0;
+  return mmap(va, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED &&
+         madvise(va, kSize, MADV_POPULATE_WRITE) == 0 && mprotect(va, kSize, PROT_NONE) == 0;
 }
 
 // --- reserve + free: hipMemAddressReserve/hipMemAddressFree vs mmap(PROT_NONE)/munmap -------------
@@ -139,8 +143,8 @@ void BM_Create_hipxx_cxx(benchmark::State& state) {
   }
 }
 
-// --- map + unmap: hipMemMap/hipMemUnmap vs mmap(MAP_FIXED|MAP_SHARED|MAP_POPULATE, fd) + mprotect
-//     (PROT_NONE), then the PROT_NONE placeholder back
+// --- map + unmap: hipMemMap/hipMemUnmap vs mmap(MAP_FIXED|MAP_SHARED, fd) + madvise
+//     (MADV_POPULATE_WRITE) + mprotect(PROT_NONE), then the PROT_NONE placeholder back
 
 void BM_Map_raw(benchmark::State& state) {
   void* va = mmap(nullptr, kSize, PROT_NONE, kReserveFlags, -1, 0);

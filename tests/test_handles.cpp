@@ -721,6 +721,57 @@ TEST_CASE("destroying a VirtualRange that still has mappings terminates instead 
   CHECK(WTERMSIG(status) == SIGABRT);
 }
 
+TEST_CASE("VirtualRange: mapping_count is the runtime's, and a range moved while mapped stays whole") {
+  std::size_t const page = page_granularity();
+  auto const before = books();
+  {
+    auto range = VirtualRange::reserve(4 * page).value();
+    auto allocation = PhysicalAllocation::create(Device{0}, page).value();
+    auto mapping = map(range, page, allocation).value();
+    CHECK(range.mapping_count() == 1);
+
+    // A hipMemMap made directly into the range counts too.
+    auto raw = PhysicalAllocation::create(Device{0}, page).value();
+    void* const raw_address = static_cast<char*>(range.base()) + 3 * page;
+    REQUIRE(hipMemMap(raw_address, page, 0, raw.native_handle(), 0) == hipSuccess);
+    CHECK(range.mapping_count() == 2);
+    REQUIRE(hipMemUnmap(raw_address, page) == hipSuccess);
+    CHECK(range.mapping_count() == 1);
+
+    // Moving the range while mapped: the Mapping does not point at the range object.
+    VirtualRange moved = std::move(range);
+    CHECK(range.mapping_count() == 0);  // NOLINT(bugprone-use-after-move)
+    CHECK(moved.mapping_count() == 1);
+    REQUIRE(mapping.set_access(Device{0}, Access::read_write));
+    REQUIRE(mapping.unmap());
+    CHECK(moved.mapping_count() == 0);
+    CHECK(books().mappings == before.mappings);
+  }
+  CHECK(books().reservations == before.reservations);
+  CHECK(books().allocations == before.allocations);
+}
+
+TEST_CASE("destroying a VirtualRange with a hipMemMap still inside terminates too" * doctest::test_suite("fork-child")) {
+  std::size_t const page = page_granularity();
+  pid_t const child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGABRT, SIG_DFL);
+    (void)std::freopen("/dev/null", "w", stdout);
+    (void)std::freopen("/dev/null", "w", stderr);
+    {
+      auto range = VirtualRange::reserve(page).value();
+      auto allocation = PhysicalAllocation::create(Device{0}, page).value();
+      if (hipMemMap(range.base(), page, 0, allocation.native_handle(), 0) != hipSuccess) ::_exit(2);
+    }
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+}
+
 TEST_CASE("a full lifecycle leaks no descriptor, no mapping and no book entry") {
   auto const cycle = [] {
     std::size_t const bytes = 4 * page_granularity();

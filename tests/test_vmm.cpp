@@ -381,6 +381,34 @@ TEST_CASE("free: allowed once the last mapping inside is gone") {
   CHECK(hipMemRelease(b) == hipSuccess);
 }
 
+TEST_CASE("hipxxGetReservationMappingCount follows map and unmap, and names whole reservations only") {
+  LeakCheck leaks;
+  void* base = reserve(3 * G);
+  Handle a = create(G);
+  Handle b = create(G);
+  std::size_t count = 99;
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 0);
+  REQUIRE(hipMemMap(base, G, 0, a, 0) == hipSuccess);
+  REQUIRE(hipMemMap(at(base, 2 * G), G, 0, b, 0) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 2);
+  // Only the start of a reservation names it; nothing else is a reservation.
+  CHECK_REFUSED(hipxxGetReservationMappingCount(at(base, G), &count), hipErrorInvalidValue);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(nullptr, &count), hipErrorInvalidValue);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(base, nullptr), hipErrorInvalidValue);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 1);
+  CHECK(hipMemUnmap(at(base, 2 * G), G) == hipSuccess);
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == 0);
+  CHECK(hipMemAddressFree(base, 3 * G) == hipSuccess);
+  CHECK_REFUSED(hipxxGetReservationMappingCount(base, &count), hipErrorInvalidValue);
+  CHECK(hipMemRelease(a) == hipSuccess);
+  CHECK(hipMemRelease(b) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 TEST_CASE("create and release: success and properties round-trip") {
   LeakCheck leaks;
@@ -1313,3 +1341,63 @@ TEST_CASE("host backend: a mapping is a shared view of the physical memory" * do
 }
 
 TEST_SUITE_END();
+
+// Kilobytes of the mapping starting at `base` that have page-table entries (smaps "Rss"), or -1.
+long resident_kib(const void* base) {
+  std::FILE* smaps = std::fopen("/proc/self/smaps", "re");
+  if (smaps == nullptr) return -1;
+  char line[512];
+  bool inside = false;
+  long kib = -1;
+  while (std::fgets(line, sizeof line, smaps) != nullptr) {
+    unsigned long start = 0;
+    unsigned long end = 0;
+    if (std::sscanf(line, "%lx-%lx ", &start, &end) == 2 && std::strchr(line, ':') != nullptr &&
+        std::strncmp(line, "Rss:", 4) != 0) {
+      inside = start == reinterpret_cast<std::uintptr_t>(base);
+      continue;
+    }
+    if (inside && std::sscanf(line, "Rss: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(smaps);
+  return kib;
+}
+
+TEST_CASE("host backend: map fills the page tables, so neither reads nor writes fault after a grant" * doctest::test_suite("host-only")) {
+  require_host_backend();
+  LeakCheck leaks;
+  constexpr std::size_t kPages = 256;
+  const std::size_t bytes = kPages * G;
+  void* base = reserve(bytes);
+  Handle handle = create(bytes);
+  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+  // Every page has its page-table entry already, though nothing may touch it yet.
+  CHECK(resident_kib(base) == static_cast<long>(bytes / 1024));
+  grant(base, bytes, hipMemAccessFlagsProtReadWrite);
+  const auto faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_minflt + usage.ru_majflt;
+  };
+  auto* bytes_at = static_cast<volatile unsigned char*>(base);
+  const long before_writes = faults();
+  for (std::size_t page = 0; page < kPages; ++page) bytes_at[page * G] = static_cast<unsigned char>(page);
+  const long writes = faults() - before_writes;
+  unsigned sum = 0;
+  const long before_reads = faults();
+  for (std::size_t page = 0; page < kPages; ++page) sum += bytes_at[page * G + 1];
+  const long reads = faults() - before_reads;
+  CHECK(sum == 0);  // committed memory starts zeroed
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // A handful at most (the loop's own stack or code), never one per page. Sanitizers fault in their
+  // own shadow memory on the first touch of each range, so they are left out of this count.
+  CHECK(writes < 8);
+  CHECK(reads < 8);
+#else
+  (void)writes;
+  (void)reads;
+#endif
+  CHECK(hipMemUnmap(base, bytes) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+}

@@ -164,6 +164,32 @@ void print_legacy_ipc(int device) {
   (void)hipSetDevice(previous);
 }
 
+// The host backend's physical memory is shmem (memfds): whether the kernel gives it transparent huge
+// pages is this sysfs setting, read here directly (HIP has no query for it).
+void print_host_huge_pages() {
+  constexpr const char* kPath = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+  std::string text;
+  if (FILE* file = std::fopen(kPath, "re")) {
+    std::array<char, 256> buffer{};
+    if (std::fgets(buffer.data(), static_cast<int>(buffer.size()), file) != nullptr) text = buffer.data();
+    std::fclose(file);
+  }
+  const std::size_t open = text.find('[');
+  const std::size_t close = text.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) {
+    std::printf("shmem huge pages: unknown (no %s: no transparent huge pages)\n", kPath);
+    return;
+  }
+  const std::string setting = text.substr(open + 1, close - open - 1);
+  const char* meaning = "4 KiB pages only";
+  if (setting == "always" || setting == "within_size" || setting == "force") {
+    meaning = "2 MiB pages where size and alignment allow, allocated at hipMemCreate";
+  } else if (setting == "advise") {
+    meaning = "2 MiB pages where size and alignment allow (hipMemCreate asks for them with MADV_HUGEPAGE)";
+  }
+  std::printf("shmem huge pages: %s (%s): %s\n", setting.c_str(), kPath, meaning);
+}
+
 void print_device(int device) {
   std::array<char, 256> name{};
   if (hipDeviceGetName(name.data(), static_cast<int>(name.size()), device) == hipSuccess) {
@@ -208,6 +234,7 @@ int main() {
     return 1;
   }
   std::printf("backend: %s\n", backend);
+  if (std::string{backend} == "host") print_host_huge_pages();
 
   int runtime_version = 0;
   int driver_version = 0;

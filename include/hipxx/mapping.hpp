@@ -2,21 +2,21 @@
 // Mapping is destroyed. A new mapping grants no access: call set_access before touching it.
 //
 // Ownership, in the order the C API needs it:
-//  - the Mapping borrows its VirtualRange and must be destroyed first. map() refuses a temporary
+//  - the Mapping lies in its VirtualRange and must be destroyed first. map() refuses a temporary
 //    range at compile time, and a range destroyed with live Mappings terminates (virtual_range.hpp).
+//    The Mapping holds only its own address and size: the runtime's books know which range it is in,
+//    so the range may move while mapped.
 //  - the Mapping does not need its PhysicalAllocation: releasing the allocation while mapped is
 //    allowed, the runtime frees the memory at the last unmap.
 #pragma once
 
 #include <hipxx/access.hpp>
 #include <hipxx/detail/address.hpp>
-#include <hipxx/detail/reservation.hpp>
 #include <hipxx/device.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/physical_allocation.hpp>
 #include <hipxx/virtual_range.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <span>
 #include <utility>
@@ -30,14 +30,12 @@ class Mapping {
   Mapping& operator=(Mapping const&) = delete;
 
   Mapping(Mapping&& other) noexcept
-      : book_(std::exchange(other.book_, nullptr)),
-        address_(std::exchange(other.address_, nullptr)),
+      : address_(std::exchange(other.address_, nullptr)),
         size_(std::exchange(other.size_, 0)) {}
 
   Mapping& operator=(Mapping&& other) noexcept {
     if (this != &other) {
       reset();
-      book_ = std::exchange(other.book_, nullptr);
       address_ = std::exchange(other.address_, nullptr);
       size_ = std::exchange(other.size_, 0);
     }
@@ -105,15 +103,10 @@ class Mapping {
   friend result<Mapping> map(VirtualRange& range, std::size_t offset, PhysicalAllocation const& allocation) noexcept;
 
  private:
-  Mapping(detail::Reservation* book, void* address, std::size_t size) noexcept
-      : book_(book), address_(address), size_(size) {
-    book_->live_mappings.fetch_add(1, std::memory_order_relaxed);
-  }
+  Mapping(void* address, std::size_t size) noexcept : address_(address), size_(size) {}
 
-  // Drops the claim on the range once the runtime no longer has anything mapped for us.
+  // Once the runtime no longer has anything mapped for us.
   void forget() noexcept {
-    book_->live_mappings.fetch_sub(1, std::memory_order_release);
-    book_ = nullptr;
     address_ = nullptr;
     size_ = 0;
   }
@@ -125,9 +118,6 @@ class Mapping {
     }
   }
 
-  [[nodiscard]] static detail::Reservation* book_of(VirtualRange& range) noexcept { return range.book_.get(); }
-
-  detail::Reservation* book_ = nullptr;
   void* address_ = nullptr;
   std::size_t size_ = 0;
 };
@@ -138,16 +128,15 @@ class Mapping {
 // size, or would not fit in the range.
 [[nodiscard]] inline result<Mapping> map(VirtualRange& range, std::size_t offset,
                                          PhysicalAllocation const& allocation) noexcept {
-  auto* const book = Mapping::book_of(range);
   std::size_t const size = allocation.size();
-  if (book == nullptr || !allocation || size == 0 || offset > book->size || size > book->size - offset) {
+  if (!range || !allocation || size == 0 || offset > range.size() || size > range.size() - offset) {
     return failure(hipErrorInvalidValue);
   }
-  void* const address = detail::offset_address(book->base, offset);
+  void* const address = detail::offset_address(range.base(), offset);
   if (auto const error = hipMemMap(address, size, 0, allocation.native_handle(), 0); error != hipSuccess) {
     return failure(error);
   }
-  return Mapping{book, address, size};
+  return Mapping{address, size};
 }
 
 // The range would be freed at the end of the full expression, under the new mapping.

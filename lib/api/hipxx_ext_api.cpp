@@ -34,4 +34,8 @@ hipError_t hipxxGetBookCounts(hipxxBookCounts* counts) {
   });
 }
 
+hipError_t hipxxGetReservationMappingCount(void* base, size_t* count) {
+  return guarded([&](Runtime& runtime) { return runtime.reservation_mapping_count(base, count); });
+}
+
 }  // extern "C"

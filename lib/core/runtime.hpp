@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -113,6 +114,8 @@ class Runtime {
   [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
 
   [[nodiscard]] BookCounts counts() const;
+  // How many mappings the reservation starting at `base` holds (hipxxGetReservationMappingCount).
+  [[nodiscard]] hipError_t reservation_mapping_count(const void* base, std::size_t* count) const;
   // What the books know of an address (hipPointerGetAttributes).
   [[nodiscard]] hipError_t pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const;
 
@@ -129,7 +132,9 @@ class Runtime {
   [[nodiscard]] bool valid_location_or_host(int device) const noexcept {
     return device == hipCpuDeviceId || valid_device(device);
   }
-  [[nodiscard]] hipError_t drop_reference_locked(Allocation& allocation);
+  // Drops one application reference; the physical memory to free, once the books are unlocked, where
+  // that was the last use.
+  [[nodiscard]] std::optional<backend::PhysicalHandle> drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
   // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
   std::vector<backend::AccessGrant> grants_scratch_;

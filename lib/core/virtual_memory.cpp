@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <mutex>
+#include <optional>
 
 namespace hipxx::core {
 namespace {
@@ -64,6 +65,15 @@ hipError_t Runtime::free_reservation(void* ptr, std::size_t size) {
   return hipSuccess;
 }
 
+hipError_t Runtime::reservation_mapping_count(const void* base, std::size_t* count) const {
+  if (base == nullptr || count == nullptr) return hipErrorInvalidValue;
+  std::shared_lock lock{mutex_};
+  const Reservation* reservation = address_space_.reservation_at(address_of(base));
+  if (reservation == nullptr) return hipErrorInvalidValue;
+  *count = reservation->mappings.size();
+  return hipSuccess;
+}
+
 hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
                            const hipMemAllocationProp* properties, unsigned long long flags) {
   if (handle == nullptr || properties == nullptr || flags != 0 || size == 0 || !granular(size) ||
@@ -74,13 +84,16 @@ hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t 
   if (requested != hipMemHandleTypeNone) {
     if (const hipError_t error = check_handle_type(requested); error != hipSuccess) return error;
   }
-  std::unique_lock lock{mutex_};
+  // Created before the books are locked: committing the memory is the slow part (the host backend
+  // allocates every page), nothing in it reads or changes the books, and other threads' copies and
+  // maps need not wait for it.
   backend::PhysicalHandle physical;
   if (const hipError_t error = backend_->create_physical(properties->location.id, size,
                                                          requested == hipMemHandleTypePosixFileDescriptor, &physical);
       error != hipSuccess) {
     return error;
   }
+  std::unique_lock lock{mutex_};
   *handle = book_allocation_locked(physical, size, *properties);
   return hipSuccess;
 }
@@ -96,18 +109,24 @@ hipMemGenericAllocationHandle_t Runtime::book_allocation_locked(backend::Physica
   }
 }
 
-hipError_t Runtime::drop_reference_locked(Allocation& allocation) {
+std::optional<backend::PhysicalHandle> Runtime::drop_reference_locked(Allocation& allocation) {
   --allocation.application_references;
   const backend::PhysicalHandle physical = allocation.physical;
-  if (!allocations_.forget_if_unused(allocation)) return hipSuccess;
-  return backend_->release_physical(physical);
+  if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
+  return physical;
 }
 
 hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
-  std::unique_lock lock{mutex_};
-  Allocation* allocation = allocations_.find(handle);
-  if (allocation == nullptr) return hipErrorInvalidValue;
-  return drop_reference_locked(*allocation);
+  std::optional<backend::PhysicalHandle> unused;
+  {
+    std::unique_lock lock{mutex_};
+    Allocation* allocation = allocations_.find(handle);
+    if (allocation == nullptr) return hipErrorInvalidValue;
+    unused = drop_reference_locked(*allocation);
+  }
+  // Freed after the books are unlocked: they no longer name it, and giving back a large allocation
+  // (the host backend's last close of the memfd frees every page) need not hold up other threads.
+  return unused ? backend_->release_physical(*unused) : hipSuccess;
 }
 
 hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
@@ -262,12 +281,14 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   const auto fd_bits = address_of(os_handle);
   if (fd_bits > static_cast<std::uintptr_t>(INT32_MAX)) return hipErrorInvalidValue;
   const int device = current_device();
-  std::unique_lock lock{mutex_};
+  // The backend checks and copies the descriptor (four system calls on the host backend) before the
+  // books are locked: nothing there reads or changes the books, and a refusal leaves them untouched.
   backend::PhysicalHandle physical;
   std::size_t size = 0;
   if (const hipError_t error = backend_->import_fd(static_cast<int>(fd_bits), &physical, &size); error != hipSuccess) {
     return error;
   }
+  std::unique_lock lock{mutex_};
   hipMemAllocationProp properties{};
   properties.type = hipMemAllocationTypePinned;
   properties.requestedHandleType = type;

@@ -6,8 +6,23 @@
 // As on a GPU, creating physical memory commits it and mapping it fills the page tables: create
 // allocates the memfd's pages (fallocate), so a shortage the kernel reports is hipErrorOutOfMemory
 // there rather than a SIGBUS at some later first touch, and map populates the page tables, so the
-// first touch of each 4 KiB page does not fault (shmem gets no transparent huge pages here, and a
-// fault per page costs several times what filling the tables in one call does).
+// first touch of each 4 KiB page does not fault (a fault per page costs several times what filling
+// the tables in one call does).
+//
+// Map populates with MADV_POPULATE_WRITE (Linux 5.14), not MAP_POPULATE: the populate takes a third
+// to a half less CPU time on the development VM (bench/RESULTS.md, bench/populate_cost.c). The likely
+// reason (not profiled in the kernel): MAP_POPULATE faults a shared mapping in for reading, and each
+// read fault first tries to map the 15 pages around it, which fallocate left not yet up to date, so
+// it finds none; write faults map each page writable, once. Older kernels get MAP_POPULATE.
+//
+// Transparent huge pages for shmem (memfds included) follow
+// /sys/kernel/mm/transparent_hugepage/shmem_enabled. With "always", "within_size" or "force",
+// fallocate itself allocates 2 MiB pages where it can, and map then maps them with one page-table
+// entry per 2 MiB wherever address and offset line up. With "advise", only a fault in a mapping
+// marked MADV_HUGEPAGE allocates them, so create first populates the memfd through such a mapping,
+// then fallocates as ever (which fills any gap and reports a shortage). With "never" (or "deny", or
+// no THP) nothing changes. Either way the granularity stays the page size: huge pages are an
+// optimisation the kernel makes where sizes and addresses allow, never a rule callers must follow.
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
 #include "backend/host/host_queue.hpp"
@@ -19,8 +34,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -56,14 +73,58 @@ int protection_of(std::span<const AccessGrant> grants) noexcept {
 
 int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value); }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it
+#endif
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+// The bracketed word of /sys/kernel/mm/transparent_hugepage/shmem_enabled ("never", "advise", ...),
+// or "" where the kernel has no such file (no transparent huge pages).
+std::string host_shmem_thp_setting() {
+  std::string text;
+  if (FILE* file = std::fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re")) {
+    std::array<char, 256> buffer{};
+    if (std::fgets(buffer.data(), static_cast<int>(buffer.size()), file) != nullptr) text = buffer.data();
+    std::fclose(file);
+  }
+  const std::size_t open = text.find('[');
+  const std::size_t close = text.find(']', open);
+  return open == std::string::npos || close == std::string::npos ? std::string{}
+                                                                  : text.substr(open + 1, close - open - 1);
+}
+
+// With shmem_enabled "advise": allocates the memfd's pages by write faults in a temporary mapping
+// marked MADV_HUGEPAGE, so that shmem allocates 2 MiB pages where it can. Best effort: whatever it
+// leaves unallocated, fallocate allocates next.
+void populate_huge(int fd, std::size_t size) noexcept {
+  void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED) return;
+  if (madvise(at, size, MADV_HUGEPAGE) == 0) (void)madvise(at, size, MADV_POPULATE_WRITE);
+  munmap(at, size);
+}
+
 // Allocates every page of a new memfd now; 0, or -1 with errno set. A signal may interrupt shmem's
 // fallocate part-way: the pages it already has are kept, so asking again finishes the job.
-int commit(int fd, std::size_t size) noexcept {
+// `huge_advised`: shmem_enabled says "advise", the one setting where hipxx must ask for huge pages.
+int commit(int fd, std::size_t size, bool huge_advised) noexcept {
+  if (huge_advised && size >= kHugePage) populate_huge(fd, size);
   int result = 0;
   do {
     result = fallocate(fd, 0, 0, static_cast<off_t>(size));
   } while (result != 0 && errno == EINTR);
   return result;
+}
+
+// Fills the page tables of a new read-write mapping; false where the kernel has no
+// MADV_POPULATE_WRITE. Other failures (EINTR, or no memory for page tables) leave the rest to
+// faults, as MAP_POPULATE would: the memory itself was committed at create.
+bool populate_write(void* va, std::size_t size) noexcept {
+  static std::atomic<bool> unsupported{false};
+  if (unsupported.load(std::memory_order_relaxed)) return false;
+  if (madvise(va, size, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return true;
+  unsupported.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 class HostBackend final : public Backend {
@@ -124,7 +185,7 @@ class HostBackend final : public Backend {
   hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
     const int fd = memfd_create("hipxx-physical", MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size, huge_pages_advised_) != 0) {
       const int error = errno;
       close(fd);
       return from_errno(error);
@@ -145,7 +206,7 @@ class HostBackend final : public Backend {
   }
 
   hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
-    struct stat status {};
+    struct stat status;  // NOLINT(cppcoreguidelines-pro-type-member-init): fstat fills it or fails
     if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size <= 0 ||
         static_cast<std::size_t>(status.st_size) % page_size() != 0) {
       return hipErrorInvalidValue;
@@ -162,10 +223,17 @@ class HostBackend final : public Backend {
 
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     // Populating needs an accessible mapping (the kernel skips PROT_NONE ones), so it is mapped
-    // read-write with MAP_POPULATE and then closed to every device until set_access. mprotect keeps
-    // the page-table entries, so the grant later is one mprotect and the first touch does not fault.
-    void* at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
+    // read-write, populated, and then closed to every device until set_access. mprotect keeps the
+    // page-table entries, so the grant later is one mprotect and the first touch does not fault.
+    void* at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_of(handle), 0);
     if (at == MAP_FAILED) return hipErrorMapFailed;
+    if (!populate_write(va, size)) {
+      at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
+      if (at == MAP_FAILED) {
+        (void)unmap(va, size);
+        return hipErrorMapFailed;
+      }
+    }
     if (mprotect(va, size, PROT_NONE) != 0) {
       (void)unmap(va, size);
       return hipErrorMapFailed;
@@ -291,6 +359,7 @@ class HostBackend final : public Backend {
   const bool queues_ = queues_requested();
   std::vector<DeviceProperties> devices_;
   host::IpcExports ipc_exports_;
+  const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";
 };
 
 }  // namespace
