@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds hipxx and runs its whole test suite four times: a normal build (benchmarks compiled too), the same build with
-# the host backend's stand-in device queues,
-# a build with AddressSanitizer and UndefinedBehaviorSanitizer, and one with ThreadSanitizer. On a fresh Debian 12 machine run it as
-# root: it first installs whatever build dependency is missing with apt-get.
+# Builds hipxx and runs its whole test suite four times: a normal build (benchmarks compiled too), the
+# same build with the host backend's stand-in device queues, a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer, and one with ThreadSanitizer (whose stream, event and pool suites run
+# once more on the stand-in queues). On a fresh Debian 12 machine run it as root: it first installs
+# whatever build dependency is missing with apt-get.
 #
 # The last line is "N passed, N failed", meson's counts over all runs, for CI to read. The exit
 # status is non-zero when anything failed, including a build.
@@ -97,6 +98,16 @@ tsan_wrapper=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then tsan_wrapper="setarch $(uname -m) -R"; fi
 TEST_WRAPPER=$tsan_wrapper MESON_TEST_ARGS="--timeout-multiplier=4" \
   run_suite "TSan build" build-tsan -Dbuildtype=debug -Dtests=true -Dbench=false -Db_sanitize=thread
+
+# The stream, event and pool suites once more under TSan, on the stand-in device queues: their
+# threads (a queue's, the stream's, the application's) meet through progress words and gates.
+if [ -f build-tsan/build.ninja ]; then
+  echo
+  echo "==> TSan build, device queues: stream, event and pool tests"
+  HIPXX_HOST_QUEUES=1 $tsan_wrapper meson test -C build-tsan --print-errorlogs --logbase tsan-queues \
+    --timeout-multiplier=4 streams events pools cpp_streams cpp_pools || true
+  logs+=("build-tsan/meson-logs/tsan-queues.json")
+fi
 
 python3 - "$failed_builds" "${logs[@]}" <<'PY'
 import json

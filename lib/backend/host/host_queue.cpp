@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -39,57 +40,69 @@ bool holds(std::uint64_t word, std::uint64_t value, WaitCondition condition, std
   return false;
 }
 
+// What a record in a queue completes; shared with the queue's pending operation, since an event
+// may be destroyed while a record of it is still queued.
+class TimestampState {
+ public:
+  // Each record starts a new point; only the latest one counts, as with a GPU event.
+  std::uint64_t begin_record() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  void pass(std::uint64_t record) {
+    std::lock_guard lock{mutex_};
+    if (record > passed_) {
+      passed_ = record;
+      at_ = Clock::now();
+    }
+    passed_signal_.notify_all();
+  }
+  [[nodiscard]] bool passed() const {
+    std::lock_guard lock{mutex_};
+    return passed_ >= recorded_.load(std::memory_order_acquire);
+  }
+  void wait() const {
+    const std::uint64_t wanted = recorded_.load(std::memory_order_acquire);
+    std::unique_lock lock{mutex_};
+    passed_signal_.wait(lock, [&] { return passed_ >= wanted; });
+  }
+  // Whether the latest record has been passed, and when.
+  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
+    std::lock_guard lock{mutex_};
+    return {passed_ >= recorded_.load(std::memory_order_acquire) && passed_ > 0, at_};
+  }
+
+ private:
+  std::atomic<std::uint64_t> recorded_{0};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable passed_signal_;
+  std::uint64_t passed_ = 0;
+  Clock::time_point at_{};
+};
+
 class HostTimestamp final : public Timestamp {
  public:
   explicit HostTimestamp(bool timing) : timing_(timing) {}
 
-  // Each record starts a new point; only the latest one counts, as with a GPU event.
-  std::uint64_t begin_record() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
-  void pass(std::uint64_t record) {
-    {
-      std::lock_guard lock{mutex_};
-      if (record > passed_) {
-        passed_ = record;
-        at_ = Clock::now();
-      }
-    }
-    passed_signal_.notify_all();
-  }
-
-  hipError_t query() override {
-    std::lock_guard lock{mutex_};
-    return passed_ >= recorded_.load(std::memory_order_acquire) ? hipSuccess : hipErrorNotReady;
-  }
+  hipError_t query() override { return state_->passed() ? hipSuccess : hipErrorNotReady; }
 
   hipError_t synchronize() override {
-    const std::uint64_t wanted = recorded_.load(std::memory_order_acquire);
-    std::unique_lock lock{mutex_};
-    passed_signal_.wait(lock, [&] { return passed_ >= wanted; });
+    state_->wait();
     return hipSuccess;
   }
 
   hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
     const auto* begin = dynamic_cast<const HostTimestamp*>(&start);
     if (begin == nullptr || !timing_ || !begin->timing_) return hipErrorInvalidHandle;
-    const auto [begin_done, begin_at] = begin->passed_at();
-    const auto [end_done, end_at] = passed_at();
+    const auto [begin_done, begin_at] = begin->state_->passed_at();
+    const auto [end_done, end_at] = state_->passed_at();
     if (!begin_done || !end_done) return hipErrorNotReady;
     *milliseconds = std::chrono::duration<float, std::milli>(end_at - begin_at).count();
     return hipSuccess;
   }
 
- private:
-  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
-    std::lock_guard lock{mutex_};
-    return {passed_ >= recorded_.load(std::memory_order_acquire) && passed_ > 0, at_};
-  }
+  [[nodiscard]] const std::shared_ptr<TimestampState>& state() const noexcept { return state_; }
 
+ private:
   const bool timing_;
-  std::atomic<std::uint64_t> recorded_{0};
-  mutable std::mutex mutex_;
-  std::condition_variable passed_signal_;
-  std::uint64_t passed_ = 0;
-  Clock::time_point at_{};
+  std::shared_ptr<TimestampState> state_ = std::make_shared<TimestampState>();
 };
 
 class HostQueue final : public Queue {
@@ -112,15 +125,17 @@ class HostQueue final : public Queue {
   }
 
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
-    return push([this, dst, src, bytes] { note(backend_.copy(dst, src, bytes)); });
+    return push([this, dst, src, bytes] { note(touch_memory([&] { return backend_.copy(dst, src, bytes); })); });
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
-    return push([this, dst, value, bytes] { note(backend_.fill(dst, value, bytes)); });
+    return push([this, dst, value, bytes] { note(touch_memory([&] { return backend_.fill(dst, value, bytes); })); });
   }
 
   hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
-    return push([this, address, bytes, value] { note(backend_.store_word(address, bytes, value)); });
+    return push([this, address, bytes, value] {
+      note(touch_memory([&] { return backend_.store_word(address, bytes, value); }));
+    });
   }
 
   hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
@@ -155,8 +170,8 @@ class HostQueue final : public Queue {
   hipError_t record(Timestamp& timestamp) override {
     auto* stamp = dynamic_cast<HostTimestamp*>(&timestamp);
     if (stamp == nullptr) return hipErrorNotSupported;
-    const std::uint64_t record = stamp->begin_record();
-    return push([stamp, record] { stamp->pass(record); });
+    const std::uint64_t record = stamp->state()->begin_record();
+    return push([state = stamp->state(), record] { state->pass(record); });
   }
 
   hipError_t fault() override { return fault_.load(std::memory_order_relaxed); }
@@ -169,6 +184,19 @@ class HostQueue final : public Queue {
     }
     work_ready_.notify_one();
     return hipSuccess;
+  }
+
+  // Data movement of all queues, one operation at a time, as a device's memory orders the
+  // operations of its queues: work that follows another in time also follows it in the memory
+  // model, which is what code that orders work by waiting (a sleeping callback) relies on.
+  template <class Operation>
+  static hipError_t touch_memory(Operation&& operation) {
+    std::lock_guard lock{memory_order()};
+    return operation();
+  }
+  static std::mutex& memory_order() {
+    static std::mutex memory;
+    return memory;
   }
 
   void note(hipError_t result) {
