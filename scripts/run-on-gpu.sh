@@ -15,7 +15,7 @@ failed=0
 run() {
   local name=$1
   shift
-  if timeout 300 "$@" >"$logs/$name.log" 2>&1; then
+  if timeout "${HIPXX_TEST_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1; then
     passed=$((passed + 1))
     echo "PASS $name"
   else

@@ -7,6 +7,7 @@
 #include <array>
 #include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -41,6 +42,26 @@ void never_called(hipStream_t, hipError_t, void* user_data) { static_cast<std::a
 }  // namespace
 
 TEST_SUITE_BEGIN("streams");
+
+TEST_CASE("hipxxGetStreamEngine says where stream work runs, and why when on host threads") {
+  const char* engine = hipxxGetStreamEngine();
+  REQUIRE(engine != nullptr);
+  const std::string said{engine};
+  const char* streams = std::getenv("HIPXX_STREAMS");
+  const char* host_queues = std::getenv("HIPXX_HOST_QUEUES");
+  const char* backend = hipxxGetBackendName();
+  REQUIRE(backend != nullptr);
+  if (streams != nullptr && std::string{streams} == "host") {
+    CHECK(said == "host threads: HIPXX_STREAMS=host");
+  } else if (std::string{backend} == "host") {
+    const bool queues = host_queues != nullptr && std::string{host_queues} == "1";
+    CHECK(said == (queues ? std::string{"device queues"}
+                          : std::string{"host threads: the host backend runs stream work on host threads unless "
+                                        "HIPXX_HOST_QUEUES=1"}));
+  } else {
+    CHECK((said == "device queues" || said.starts_with("host threads: ")));
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Creation and destruction

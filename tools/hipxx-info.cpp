@@ -234,6 +234,7 @@ int main() {
     return 1;
   }
   std::printf("backend: %s\n", backend);
+  std::printf("streams: %s\n", hipxxGetStreamEngine());
   if (std::string{backend} == "host") print_host_huge_pages();
 
   int runtime_version = 0;

@@ -23,6 +23,9 @@ HIPXX_API const char* hipxxGetBackendName(void);
 /* Why no backend started (for example a bad HIPXX_BACKEND value); "" when one did. */
 HIPXX_API const char* hipxxGetBackendError(void);
 HIPXX_API hipError_t hipxxGetBookCounts(hipxxBookCounts* counts);
+/* Where stream work runs: "device queues" (the backend's own, CUDA streams on the CUDA backend), or
+   "host threads: " and the reason; NULL when no backend could start. */
+HIPXX_API const char* hipxxGetStreamEngine(void);
 /* How many mappings the reservation that starts at `base` holds right now: hipMemMap calls into it
    not yet undone by hipMemUnmap. hipErrorInvalidValue where `base` does not start a reservation.
    hipxx::VirtualRange asks this rather than counting its own Mappings. */

@@ -25,6 +25,15 @@ const char* hipxxGetBackendError(void) {
   }
 }
 
+const char* hipxxGetStreamEngine(void) {
+  try {
+    Runtime& runtime = Runtime::instance();
+    return runtime.status() == hipSuccess ? runtime.stream_engine().c_str() : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 hipError_t hipxxGetBookCounts(hipxxBookCounts* counts) {
   return guarded([&](Runtime& runtime) {
     if (counts == nullptr) return hipErrorInvalidValue;

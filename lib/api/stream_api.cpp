@@ -49,8 +49,10 @@ bool condition_holds(std::uint64_t current, std::uint64_t value, unsigned flags,
 }
 
 // The condition a device queue can evaluate itself, with the mask folded into the value; none
-// where only the host can (Gte and Eq under a partial mask). Nor under a partial mask always holds:
-// the bits outside the mask are clear in both operands.
+// where only the host can. Gte compares as unsigned numbers in HIP, which a device's "at least"
+// (CUDA's compares the signed difference) does not match past half the range, so Gte goes to the
+// host unless it holds for every word (a value of 0); Eq goes there under a partial mask. Nor under
+// a partial mask always holds: the bits outside the mask are clear in both operands.
 struct DeviceWait {
   hipxx::backend::WaitCondition condition;
   std::uint64_t value;
@@ -63,7 +65,7 @@ std::optional<DeviceWait> device_wait(unsigned flags, std::uint64_t value, std::
   const bool full_mask = (mask & width_mask) == width_mask;
   switch (flags) {
     case hipStreamWaitValueGte:
-      if (full_mask) return DeviceWait{WaitCondition::at_least, value};
+      if (value == 0) return DeviceWait{WaitCondition::at_least, value, true};
       return std::nullopt;
     case hipStreamWaitValueEq:
       if (full_mask) return DeviceWait{WaitCondition::equal, value};

@@ -164,6 +164,8 @@ class Backend {
                                                             int /*priority*/) {
     return nullptr;
   }
+  // Why create_queue gives null, or "" where it gives queues.
+  [[nodiscard]] virtual std::string queues_unavailable() const { return "the backend has no device queues"; }
   // Null where create_queue is.
   [[nodiscard]] virtual std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool /*timing*/,
                                                                     bool /*blocking_sync*/) {

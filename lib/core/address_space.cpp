@@ -112,6 +112,10 @@ const LinearAllocation* AddressSpace::linear_containing(std::uintptr_t address) 
   return address < candidate.base + candidate.size ? &candidate : nullptr;
 }
 
+bool AddressSpace::tracked(std::uintptr_t address) {
+  return linear_containing(address) != nullptr || entry_containing(reservations_, address) != nullptr;
+}
+
 bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed) {
   const std::uintptr_t end = address + bytes;
   if (end < address) return false;

@@ -119,6 +119,8 @@ class AddressSpace {
   // Whether `bytes` from `address` are usable by `device` for a copy: inside tracked memory they
   // must be mapped end to end with at least `needed` access; untracked memory is the host's.
   [[nodiscard]] bool device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed);
+  // Inside a reservation or a linear allocation: memory of the runtime's, not the application's host memory.
+  [[nodiscard]] bool tracked(std::uintptr_t address);
 
   [[nodiscard]] std::size_t reservation_count() const noexcept { return reservations_.size(); }
   [[nodiscard]] std::size_t mapping_count() const noexcept;

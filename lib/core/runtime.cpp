@@ -13,6 +13,7 @@ namespace {
 
 // Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
 __attribute__((tls_model("initial-exec"))) thread_local int current_device_ordinal = 0;
+thread_local bool stream_thread = false;  // set by adopt_device, which only streams' threads call
 
 constexpr int kMaxHostDevices = 64;
 
@@ -78,14 +79,28 @@ QueueFactory Runtime::queue_factory() {
   // HIPXX_STREAMS=host keeps stream work on host threads on every backend: for comparison, and
   // as a way around a device queue that misbehaves.
   const char* const choice = std::getenv("HIPXX_STREAMS");
-  if (!backend_ || (choice != nullptr && std::string_view{choice} == "host")) return {};
+  if (!backend_) return {};
+  if (choice != nullptr && std::string_view{choice} == "host") {
+    stream_engine_ = "host threads: HIPXX_STREAMS=host";
+    return {};
+  }
+  if (const std::string why = backend_->queues_unavailable(); !why.empty()) {
+    stream_engine_ = "host threads: " + why;
+    return {};
+  }
+  stream_engine_ = "device queues";
   return [this](const StreamTraits& traits) {
     return backend_->create_queue(traits.device, traits.is_null, (traits.flags & hipStreamNonBlocking) == 0,
                                   traits.priority);
   };
 }
 
-void adopt_device(int device) noexcept { current_device_ordinal = device; }
+void adopt_device(int device) noexcept {
+  current_device_ordinal = device;
+  stream_thread = true;
+}
+
+bool Runtime::on_stream_thread() noexcept { return stream_thread; }
 
 hipError_t Runtime::set_current_device(int device) noexcept {
   if (!valid_device(device)) return hipErrorInvalidDevice;
@@ -207,8 +222,10 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
   hipError_t result = hipSuccess;
+  // A host task, even where a device queue could copy: it checks the memory under the books' lock
+  // as it copies, so memory another thread unmaps meanwhile is refused, not touched.
   const hipError_t queued = run_on_null_stream(
-      device, [&](backend::Queue& queue) { return queue.copy(dst, src, bytes); },
+      device, [](backend::Queue&) { return hipErrorNotSupported; },
       [&] { return result = copy_now(dst, src, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
@@ -228,7 +245,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
   }
   hipError_t result = hipSuccess;
   const hipError_t queued = run_on_null_stream(
-      device, [&](backend::Queue& queue) { return queue.fill(dst, byte, bytes); },
+      device, [](backend::Queue&) { return hipErrorNotSupported; },
       [&] { return result = fill_now(dst, byte, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
@@ -240,13 +257,20 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   if (!target) return hipErrorInvalidHandle;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  bool host_memory = false;
   {
     std::shared_lock lock{mutex_};
     if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
+    host_memory = !address_space_.tracked(reinterpret_cast<std::uintptr_t>(dst)) ||
+                  !address_space_.tracked(reinterpret_cast<std::uintptr_t>(src));
   }
   const int stream_device = target->traits().device;
+  // A device queue's copy to or from the application's own host memory would hold the calling
+  // thread until the queue got there (CUDA stages pageable memory that way); the stream's host
+  // thread does those copies instead, so hipMemcpyAsync stays asynchronous.
   return streams_.enqueue(
-      *target, [=](backend::Queue& queue) { return queue.copy(dst, src, bytes); },
+      *target,
+      [=](backend::Queue& queue) { return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes); },
       [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
 }
 

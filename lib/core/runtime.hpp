@@ -42,8 +42,12 @@ class Runtime {
   [[nodiscard]] int device_count() const noexcept { return device_count_; }
   [[nodiscard]] bool valid_device(int device) const noexcept { return device >= 0 && device < device_count(); }
   [[nodiscard]] const std::string& selection_error() const noexcept { return selection_error_; }
+  // "device queues", or "host threads: " and why.
+  [[nodiscard]] const std::string& stream_engine() const noexcept { return stream_engine_; }
 
   [[nodiscard]] static int current_device() noexcept;
+  // Whether the calling thread is a stream's own, running its host tasks.
+  [[nodiscard]] static bool on_stream_thread() noexcept;
   [[nodiscard]] hipError_t set_current_device(int device) noexcept;
 
   // Virtual memory management.
@@ -145,6 +149,7 @@ class Runtime {
 
   std::unique_ptr<backend::Backend> backend_;
   std::string selection_error_;
+  std::string stream_engine_;
   std::size_t granularity_ = 0;
   int device_count_ = 0;  // fixed once the backend has started
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;

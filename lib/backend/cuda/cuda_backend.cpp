@@ -101,15 +101,21 @@ class CudaBackend final : public Backend {
   // Takes over the library handle and one retained primary context per device. Neither is given
   // back: the runtime lives until the process ends, and unloading libcuda after cuInit is unsafe.
   // `queue_api` null: the driver lacks what device queues need, and streams run on host threads.
-  CudaBackend(const DriverApi& api, std::unique_ptr<QueueApi> queue_api, std::vector<DeviceHandles> handles,
-              std::vector<DeviceProperties> devices)
-      : api_(api), queue_api_(std::move(queue_api)), handles_(std::move(handles)), devices_(std::move(devices)) {
+  CudaBackend(const DriverApi& api, std::unique_ptr<QueueApi> queue_api, std::string queues_missing,
+              std::vector<DeviceHandles> handles, std::vector<DeviceProperties> devices)
+      : api_(api),
+        queue_api_(std::move(queue_api)),
+        queues_unavailable_(std::move(queues_missing)),
+        handles_(std::move(handles)),
+        devices_(std::move(devices)) {
     spare_mapping_nodes_.reserve(kSpareMappingNodes);  // so that keeping a node never allocates
     if (queue_api_) {
       for (const DeviceHandles& device : handles_) {
         // Progress words are 64-bit: a device without 64-bit stream memory operations gets none.
         if (attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device.device) == 0) {
           queue_devices_.clear();
+          queues_unavailable_ = "CUDA device " + std::to_string(device.device) +
+                                " cannot wait on 64-bit words (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS is 0)";
           break;
         }
         queue_devices_.push_back({.driver = &api_,
@@ -125,6 +131,8 @@ class CudaBackend final : public Backend {
     if (!valid(device) || queue_devices_.empty()) return nullptr;
     return cuda::make_queue(queue_devices_[static_cast<std::size_t>(device)], null_stream, blocking, priority);
   }
+
+  std::string queues_unavailable() const override { return queues_unavailable_; }
 
   std::unique_ptr<Timestamp> create_timestamp(int device, bool timing, bool blocking_sync) override {
     if (!valid(device) || queue_devices_.empty()) return nullptr;
@@ -302,8 +310,18 @@ class CudaBackend final : public Backend {
   // The runtime has no streams yet, and the books assume that a copy or fill is over when it returns
   // (an unmap, a revocation or a free may follow at once), so both wait for the device. cuMemcpy alone
   // would not: device-to-device and pageable host-to-device copies may still be in flight.
+  // cuMemcpy / cuMemsetD8 on the legacy default stream, then the context: the runtime's
+  // synchronous copies when its streams are idle, ordered after kernels other code put on the legacy
+  // stream. With device queues, a stream's host thread calls these while that stream's queue
+  // (perhaps a blocking one, or the legacy one) waits at a gate for the call: they then go on the
+  // device's own non-blocking stream, which waits for nothing else (see side_stream).
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    if (use_side_stream()) {
+      return on_side_stream([&](cuda::CUstream stream) {
+        return queue_api_->cuMemcpyAsync(address_of(dst), address_of(src), bytes, stream);
+      });
+    }
     if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
@@ -312,32 +330,31 @@ class CudaBackend final : public Backend {
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
+    if (use_side_stream()) {
+      return on_side_stream([&](cuda::CUstream stream) {
+        return queue_api_->cuMemsetD8Async(address_of(dst), value, bytes, stream);
+      });
+    }
     if (const CUresult result = api_.cuMemsetD8_v2(address_of(dst), value, bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
     return to_hip(api_.cuCtxSynchronize());
   }
 
-  // The word may be device memory, which the host cannot dereference, so it moves by cuMemcpy: one
+  // The word may be device memory, which the host cannot dereference, so it moves by a copy: one
   // naturally aligned 4- or 8-byte transfer, which the copy engines do not tear (the driver makes no
-  // formal promise). cuMemcpy runs on the legacy default stream, so a load waits for kernels queued
-  // there before it - including the one expected to write the word, which is then seen written.
+  // formal promise). Without device queues that copy is cuMemcpy on the legacy default stream, so a
+  // load waits for kernels queued there before it - including the one expected to write the word.
+  // With device queues, a stream's host thread makes these calls for waits the device cannot do
+  // itself, while the stream's queue is held at a gate: they go on the side stream, as copy does.
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     std::uint64_t word = 0;
-    if (bytes == sizeof(std::uint32_t)) {
-      std::uint32_t narrow = 0;
-      if (const CUresult result = api_.cuMemcpy(address_of(&narrow), address_of(address), bytes);
-          result != cuda::CUDA_SUCCESS) {
-        return to_hip(result);
-      }
-      word = narrow;
-    } else if (const CUresult result = api_.cuMemcpy(address_of(&word), address_of(address), bytes);
-               result != cuda::CUDA_SUCCESS) {
-      return to_hip(result);
-    }
-    *value = word;
+    std::uint32_t narrow = 0;
+    void* into = bytes == sizeof(std::uint32_t) ? static_cast<void*>(&narrow) : &word;
+    if (const hipError_t error = copy_word(into, address, bytes); error != hipSuccess) return error;
+    *value = bytes == sizeof(std::uint32_t) ? narrow : word;
     return hipSuccess;
   }
 
@@ -346,12 +363,7 @@ class CudaBackend final : public Backend {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     const auto narrow = static_cast<std::uint32_t>(value);
     const void* source = bytes == sizeof(std::uint32_t) ? static_cast<const void*>(&narrow) : &value;
-    if (const CUresult result = api_.cuMemcpy(address_of(address), address_of(source), bytes);
-        result != cuda::CUDA_SUCCESS) {
-      return to_hip(result);
-    }
-    // A store from pageable memory may still be in flight when cuMemcpy returns; the source is ours.
-    return to_hip(api_.cuCtxSynchronize());
+    return copy_word(address, source, bytes);
   }
 
   hipError_t synchronize(int device) override {
@@ -539,6 +551,50 @@ class CudaBackend final : public Backend {
   // thread's current HIP device, whose access the books have checked for copy and fill.
   hipError_t bind_calling_thread() noexcept { return bind(current_device()); }
 
+  // One word, finished when this returns (a store from pageable memory may otherwise still be in
+  // flight, and the source is the caller's).
+  hipError_t copy_word(void* dst, const void* src, std::size_t bytes) {
+    if (!use_side_stream()) {
+      if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
+        return to_hip(result);
+      }
+      return to_hip(api_.cuCtxSynchronize());
+    }
+    return on_side_stream([&](cuda::CUstream stream) {
+      return queue_api_->cuMemcpyAsync(address_of(dst), address_of(src), bytes, stream);
+    });
+  }
+
+  [[nodiscard]] bool use_side_stream() const noexcept {
+    return !queue_devices_.empty() && core::Runtime::on_stream_thread();
+  }
+
+  // Queues `work` on the calling thread's device's side stream and waits for it.
+  template <class Work>
+  hipError_t on_side_stream(Work&& work) {
+    cuda::CUstream stream = nullptr;
+    if (const hipError_t error = side_stream(current_device(), &stream); error != hipSuccess) return error;
+    if (const CUresult result = work(stream); result != cuda::CUDA_SUCCESS) return to_hip(result);
+    return to_hip(queue_api_->cuStreamSynchronize(stream));
+  }
+
+  // The device's stream for work a stream's host thread does (see copy), made on first use and kept
+  // for the life of the process.
+  hipError_t side_stream(int device, cuda::CUstream* stream) {
+    std::lock_guard lock{mutex_};
+    if (side_streams_.empty()) side_streams_.resize(devices_.size(), nullptr);
+    cuda::CUstream& slot = side_streams_[static_cast<std::size_t>(device)];
+    if (slot == nullptr) {
+      if (const CUresult result = queue_api_->cuStreamCreateWithPriority(&slot, cuda::CU_STREAM_NON_BLOCKING, 0);
+          result != cuda::CUDA_SUCCESS) {
+        slot = nullptr;
+        return to_hip(result);
+      }
+    }
+    *stream = slot;
+    return hipSuccess;
+  }
+
   // Takes every device's access to one mapping away by mapping its allocation afresh.
   hipError_t remap_locked(CUdeviceptr va, MappingState& mapping) {
     if (mapping.mapped) {
@@ -563,6 +619,8 @@ class CudaBackend final : public Backend {
   const DriverApi api_;
   const std::unique_ptr<QueueApi> queue_api_;
   std::vector<cuda::QueueDevice> queue_devices_;  // empty: no device queues
+  std::string queues_unavailable_;                // why queue_devices_ is empty
+  std::vector<cuda::CUstream> side_streams_;      // per device, under mutex_; see copy
   const std::vector<DeviceHandles> handles_;
   const std::vector<DeviceProperties> devices_;
   std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
@@ -697,8 +755,13 @@ std::unique_ptr<Backend> make_cuda_backend(std::string& error) {
     devices.push_back(properties_of(api, device.device, ordinal));
   }
   auto queue_api = std::make_unique<QueueApi>();
-  if (!cuda::load_queue_entry_points(library, *queue_api).empty()) queue_api.reset();
-  return std::make_unique<CudaBackend>(api, std::move(queue_api), std::move(handles), std::move(devices));
+  std::string queues_missing = cuda::load_queue_entry_points(library, *queue_api);
+  if (!queues_missing.empty()) {
+    queue_api.reset();
+    queues_missing = "libcuda.so.1 lacks " + queues_missing;
+  }
+  return std::make_unique<CudaBackend>(api, std::move(queue_api), std::move(queues_missing), std::move(handles),
+                                       std::move(devices));
 }
 
 }  // namespace hipxx::backend

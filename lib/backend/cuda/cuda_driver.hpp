@@ -191,8 +191,8 @@ inline constexpr unsigned CU_STREAM_WAIT_VALUE_NOR = 0x3;
 inline constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
 inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
-inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = static_cast<CUdevice_attribute>(93);
-inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static_cast<CUdevice_attribute>(94);
+inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = static_cast<CUdevice_attribute>(122);
+inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static_cast<CUdevice_attribute>(123);
 
 // Looked up separately: a driver without them still runs the backend, with stream work on host
 // threads. The stream memory operations are the `_v2` symbols, which need no kernel-module option.

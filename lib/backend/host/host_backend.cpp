@@ -345,6 +345,10 @@ class HostBackend final : public Backend {
     return queues_ ? make_host_queue(*this) : nullptr;
   }
 
+  std::string queues_unavailable() const override {
+    return queues_ ? "" : "the host backend runs stream work on host threads unless HIPXX_HOST_QUEUES=1";
+  }
+
   std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool timing, bool /*blocking_sync*/) override {
     return queues_ ? make_host_timestamp(timing) : nullptr;
   }
