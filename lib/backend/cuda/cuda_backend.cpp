@@ -317,11 +317,7 @@ class CudaBackend final : public Backend {
   // device's own non-blocking stream, which waits for nothing else (see side_stream).
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    if (use_side_stream()) {
-      return on_side_stream([&](cuda::CUstream stream) {
-        return queue_api_->cuMemcpyAsync(address_of(dst), address_of(src), bytes, stream);
-      });
-    }
+    if (use_side_stream()) return side_copy(dst, src, bytes);
     if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
@@ -331,6 +327,10 @@ class CudaBackend final : public Backend {
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     if (use_side_stream()) {
+      if (pageable(dst)) {
+        std::memset(dst, value, bytes);
+        return hipSuccess;
+      }
       return on_side_stream([&](cuda::CUstream stream) {
         return queue_api_->cuMemsetD8Async(address_of(dst), value, bytes, stream);
       });
@@ -560,9 +560,50 @@ class CudaBackend final : public Backend {
       }
       return to_hip(api_.cuCtxSynchronize());
     }
-    return on_side_stream([&](cuda::CUstream stream) {
-      return queue_api_->cuMemcpyAsync(address_of(dst), address_of(src), bytes, stream);
-    });
+    return side_copy(dst, src, bytes);
+  }
+
+  // Application host memory the driver does not know (not pinned, not managed): a copy to or from
+  // it would be staged by the driver, which may wait for the legacy default stream, so the side
+  // stream moves it through a pinned buffer of its own instead.
+  [[nodiscard]] bool pageable(const void* ptr) const noexcept {
+    unsigned type = 0;
+    return queue_api_->cuPointerGetAttribute(&type, cuda::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address_of(ptr)) !=
+           cuda::CUDA_SUCCESS;
+  }
+
+  hipError_t side_copy(void* dst, const void* src, std::size_t bytes) {
+    const bool host_dst = pageable(dst);
+    const bool host_src = pageable(src);
+    if (host_dst && host_src) {
+      std::memmove(dst, src, bytes);
+      return hipSuccess;
+    }
+    if (!host_dst && !host_src) {
+      return on_side_stream([&](cuda::CUstream stream) {
+        return queue_api_->cuMemcpyAsync(address_of(dst), address_of(src), bytes, stream);
+      });
+    }
+    std::lock_guard lock{bounce_mutex_};
+    if (bounce_ == nullptr &&
+        queue_api_->cuMemHostAlloc(&bounce_, kBounceBytes, cuda::CU_MEMHOSTALLOC_PORTABLE) != cuda::CUDA_SUCCESS) {
+      bounce_ = nullptr;
+      return hipErrorOutOfMemory;
+    }
+    auto* const to = static_cast<unsigned char*>(dst);
+    const auto* const from = static_cast<const unsigned char*>(src);
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t piece = std::min(kBounceBytes, bytes - done);
+      if (host_src) std::memcpy(bounce_, from + done, piece);
+      const hipError_t moved = on_side_stream([&](cuda::CUstream stream) {
+        return host_src ? queue_api_->cuMemcpyAsync(address_of(to + done), address_of(bounce_), piece, stream)
+                        : queue_api_->cuMemcpyAsync(address_of(bounce_), address_of(from + done), piece, stream);
+      });
+      if (moved != hipSuccess) return moved;
+      if (host_dst) std::memcpy(to + done, bounce_, piece);
+      done += piece;
+    }
+    return hipSuccess;
   }
 
   [[nodiscard]] bool use_side_stream() const noexcept {
@@ -621,6 +662,9 @@ class CudaBackend final : public Backend {
   std::vector<cuda::QueueDevice> queue_devices_;  // empty: no device queues
   std::string queues_unavailable_;                // why queue_devices_ is empty
   std::vector<cuda::CUstream> side_streams_;      // per device, under mutex_; see copy
+  static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
+  std::mutex bounce_mutex_;
+  void* bounce_ = nullptr;  // pinned, kBounceBytes, for side_copy; kept for the life of the process
   const std::vector<DeviceHandles> handles_;
   const std::vector<DeviceProperties> devices_;
   std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it

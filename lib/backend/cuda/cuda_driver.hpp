@@ -191,6 +191,7 @@ inline constexpr unsigned CU_STREAM_WAIT_VALUE_NOR = 0x3;
 inline constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
 inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
+inline constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
 inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = static_cast<CUdevice_attribute>(122);
 inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static_cast<CUdevice_attribute>(123);
 
@@ -217,7 +218,8 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static
   X(cuEventSynchronize, CUresult (*)(CUevent event))                                                       \
   X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                    \
   X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                       \
-  X(cuMemFreeHost, CUresult (*)(void* pointer))
+  X(cuMemFreeHost, CUresult (*)(void* pointer))                                                            \
+  X(cuPointerGetAttribute, CUresult (*)(void* data, int attribute, CUdeviceptr pointer))
 
 struct QueueApi {
 #define HIPXX_CUDA_DECLARE_QUEUE_ENTRY_POINT(name, type) std::type_identity_t<type> name = nullptr;
