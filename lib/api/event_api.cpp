@@ -22,10 +22,9 @@ hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr
         device, event.timing(), (event.flags() & hipEventBlockingSync) != 0)};
   });
   if (!marker->timestamp) return hipErrorOutOfMemory;
-  hipxx::backend::Timestamp& timestamp = *marker->timestamp;
   std::uint64_t sequence = 0;
   const hipError_t queued = runtime.streams().enqueue(
-      *where, [&](hipxx::backend::Queue& queue) { return queue.record(timestamp); },
+      *where, [timestamp = marker->timestamp](hipxx::backend::Queue& queue) { return queue.record(*timestamp); },
       [] { return hipErrorNotSupported; }, &sequence);
   if (queued != hipSuccess) return queued;
   marker->sequence = sequence;

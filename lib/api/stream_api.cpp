@@ -87,8 +87,9 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     }
     constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
     const std::optional<DeviceWait> on_device = device_wait(flags, value, mask, width_mask);
-    auto on_queue = [&](hipxx::backend::Queue& queue) {
-      if (!on_device || runtime.in_managed_memory(ptr, sizeof(Word))) return hipErrorNotSupported;
+    const bool host_only = !on_device || runtime.in_managed_memory(ptr, sizeof(Word));
+    auto on_queue = [host_only, on_device, ptr](hipxx::backend::Queue& queue) {
+      if (host_only) return hipErrorNotSupported;
       if (on_device->always_holds) return hipSuccess;
       return queue.wait_word(ptr, sizeof(Word), on_device->value, on_device->condition);
     };
@@ -118,8 +119,8 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
     }
     return runtime.streams().enqueue(
         *target,
-        [&](hipxx::backend::Queue& queue) {
-          return runtime.in_managed_memory(ptr, sizeof(Word)) ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
+        [host_only = runtime.in_managed_memory(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue) {
+          return host_only ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
         },
         [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
   });
@@ -253,12 +254,12 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
     if (!target) return hipErrorInvalidHandle;
     if (callback == nullptr || flags != 0) return hipErrorInvalidValue;
     Stream* raw = target.get();
-    auto call = std::make_unique<hipxx::api::QueuedCallback>(
-        hipxx::api::QueuedCallback{.callback = callback, .stream = stream, .user_data = userData});
     // The driver owns the call's state once it accepted it, and hands it back exactly once.
     const hipError_t queued = runtime.streams().enqueue(
         *target,
-        [&](hipxx::backend::Queue& queue) {
+        [stream, callback, userData](hipxx::backend::Queue& queue) {
+          auto call = std::make_unique<hipxx::api::QueuedCallback>(
+              hipxx::api::QueuedCallback{.callback = callback, .stream = stream, .user_data = userData});
           const hipError_t accepted = queue.host_call(&hipxx::api::run_queued_callback, call.get());
           if (accepted == hipSuccess) (void)call.release();
           return accepted;

@@ -67,7 +67,10 @@ using HostCall = void (*)(hipError_t status, void* data);
 // A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
 // work runs on the device with no host thread in the way. The runtime numbers the work it puts on a
 // queue and has the queue write each number, after that work, to a progress word in host memory:
-// reading it tells the books how far the queue got, and other queues can wait on it.
+// reading it tells the books how far the queue got. A queue never waits on a word the host writes:
+// GPUs multiplex queues onto a few hardware channels, and a queue held by such a wait can hold up
+// the very work that would release it. Queues wait for each other only in ways the driver sees
+// (wait_queue), and work the host must do first is held back on the host until it is done.
 class Queue {
  public:
   Queue() = default;
@@ -87,12 +90,11 @@ class Queue {
   [[nodiscard]] virtual hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) = 0;
   [[nodiscard]] virtual hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value,
                                              WaitCondition condition) = 0;
-  // Later work waits until `other` has marked `point`.
-  [[nodiscard]] virtual hipError_t wait_progress(const Queue& other, std::uint64_t point) = 0;
-  // Later work waits until the host opens the gate to `ticket` or beyond: how work the host must
-  // do itself takes its place in queue order.
-  [[nodiscard]] virtual hipError_t wait_gate(std::uint64_t ticket) = 0;
-  virtual void open_gate(std::uint64_t ticket) noexcept = 0;
+  // Later work waits for all work queued on `other` so far (an event recorded there and waited on).
+  [[nodiscard]] virtual hipError_t wait_queue(Queue& other) = 0;
+  // The host did work number `sequence` itself, after everything queued before it had finished and
+  // before anything later was queued: the progress word says so.
+  virtual void complete(std::uint64_t sequence) noexcept = 0;
   [[nodiscard]] virtual hipError_t host_call(HostCall function, void* data) = 0;
   [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;

@@ -200,11 +200,11 @@ hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, 
   return backend_->fill(dst, value, bytes);
 }
 
-hipError_t Runtime::run_on_null_stream(int device, const QueueWork& on_queue, StreamTask work) {
+hipError_t Runtime::run_on_null_stream(int device, QueueWork on_queue, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
   std::uint64_t point = 0;
-  if (const hipError_t error = streams_.enqueue(*null_stream, on_queue, std::move(work), &point); error != hipSuccess) {
+  if (const hipError_t error = streams_.enqueue(*null_stream, std::move(on_queue), std::move(work), &point); error != hipSuccess) {
     return error;
   }
   null_stream->wait_for(point);

@@ -156,7 +156,7 @@ class Runtime {
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
   // Runs `work` in null-stream order: at once when no stream of the device has pending work.
-  [[nodiscard]] hipError_t run_on_null_stream(int device, const QueueWork& on_queue, StreamTask work);
+  [[nodiscard]] hipError_t run_on_null_stream(int device, QueueWork on_queue, StreamTask work);
   // Device queues for new streams, unless the backend has none or HIPXX_STREAMS=host.
   [[nodiscard]] QueueFactory queue_factory();
 

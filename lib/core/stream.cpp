@@ -46,6 +46,8 @@ Stream::~Stream() {
   // as the worker would have, and leaves run() without touching *this again.
   if (worker_.get_id() == std::this_thread::get_id()) {
     std::unique_lock lock{mutex_};
+    // The task whose state held the last reference has run: the queue may count it done.
+    if (queue_) queue_->complete(running_sequence_);
     while (!host_tasks_.empty()) run_front(lock);
     lock.unlock();
     worker_.detach();
@@ -53,9 +55,6 @@ Stream::~Stream() {
   } else {
     worker_.join();
   }
-  // Every host task has run, the one whose state held the last reference included, which could not
-  // open its gate: the queue must get past all of them before it goes.
-  if (queue_) queue_->open_gate(enqueued_.load(std::memory_order_acquire));
 }
 
 std::uint64_t Stream::next_sequence() {
@@ -68,17 +67,13 @@ void Stream::push_host_task(HostTask task) {
   host_tasks_.push_back(std::move(task));
 }
 
+bool Stream::lane_idle_locked() const noexcept { return host_tasks_.empty() && !lane_running_; }
+
 std::uint64_t Stream::enqueue(StreamTask task) {
   std::uint64_t sequence = 0;
   {
     std::lock_guard lock{mutex_};
     sequence = next_sequence();
-    // The queue holds later work at the gate until the host task ran, then marks the point itself.
-    // A queue that refuses either has failed for good: the point then never completes on the
-    // device, and the failure is the stream's status.
-    if (queue_ && (queue_->wait_gate(sequence) != hipSuccess || queue_->mark(sequence) != hipSuccess)) {
-      status_ = hipErrorLaunchFailure;
-    }
     push_host_task({.sequence = sequence, .work = std::move(task)});
   }
   // After the unlock, so the woken worker does not wake only to wait for the lock.
@@ -86,51 +81,72 @@ std::uint64_t Stream::enqueue(StreamTask task) {
   return sequence;
 }
 
-hipError_t Stream::enqueue(const QueueWork& on_queue, StreamTask on_host, std::uint64_t* sequence) {
+hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
+  const hipError_t queued = on_queue(*queue_);
+  if (queued != hipSuccess) return queued;
+  device_tail_ = sequence;
+  return queue_->mark(sequence);
+}
+
+hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence) {
+  if (!queue_) {
+    const std::uint64_t point = enqueue(std::move(on_host));
+    if (sequence != nullptr) *sequence = point;
+    return hipSuccess;
+  }
   std::uint64_t point = 0;
   {
     std::lock_guard lock{mutex_};
-    if (queue_) {
+    if (lane_idle_locked()) {
+      // Nothing of the host's ahead of it: straight onto the queue.
       const hipError_t queued = on_queue(*queue_);
-      if (queued == hipSuccess) {
+      if (queued != hipErrorNotSupported) {
+        if (queued != hipSuccess) return queued;
         point = next_sequence();
+        device_tail_ = point;
         if (const hipError_t marked = queue_->mark(point); marked != hipSuccess) return marked;
         if (sequence != nullptr) *sequence = point;
         return hipSuccess;
       }
-      if (queued != hipErrorNotSupported) return queued;
+      point = next_sequence();
+      push_host_task({.sequence = point, .work = std::move(on_host)});
+    } else {
+      // Held back behind the host's work; the stream's thread queues it once that is done.
+      point = next_sequence();
+      push_host_task({.sequence = point, .work = std::move(on_host), .on_queue = std::move(on_queue)});
     }
   }
-  point = enqueue(std::move(on_host));
+  work_ready_.notify_one();
   if (sequence != nullptr) *sequence = point;
   return hipSuccess;
 }
 
 std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point) {
   note_ordered_after(*other, point);
-  // Waits the queue has passed no longer need their streams; those go outside the lock, since a
-  // stream's destruction waits for its own work.
-  std::vector<std::shared_ptr<Stream>> passed;
+  auto on_host = [other, point] {
+    other->wait_for(point);
+    return hipSuccess;
+  };
+  if (!queue_ || !other->queue_ || other.get() == this) return enqueue(std::move(on_host));
   std::uint64_t sequence = 0;
-  const hipError_t queued = enqueue(
-      [&](backend::Queue& queue) {
-        // Both queues are the same backend's: a device queue waits on the other's progress word.
-        return other->queue_ ? queue.wait_progress(*other->queue_, point) : hipErrorNotSupported;
-      },
-      [other, point] {
-        other->wait_for(point);
-        return hipSuccess;
-      },
-      &sequence);
-  if (queued != hipSuccess) return tail();
-  if (queue_ && other->queue_) {
-    std::lock_guard lock{mutex_};
-    while (!awaited_.empty() && queue_->progress() >= awaited_.front().first) {
-      passed.push_back(std::move(awaited_.front().second));
-      awaited_.pop_front();
+  {
+    // Both locks, taken together (std::scoped_lock avoids the order problem): the wait is placed in
+    // this queue and recorded in the other's at one moment of both streams.
+    std::scoped_lock both{mutex_, other->mutex_};
+    sequence = next_sequence();
+    // The point is on the other's device queue (or done): wait there, in a way the driver sees.
+    // Otherwise the other stream's host thread still has work before it, and this stream's host
+    // thread waits for it; this stream's later work is held back behind that wait.
+    if (lane_idle_locked() && other->device_tail_ >= point) {
+      if (queue_->wait_queue(*other->queue_) == hipSuccess) {
+        device_tail_ = sequence;
+        if (queue_->mark(sequence) == hipSuccess) return sequence;
+        return sequence;
+      }
     }
-    awaited_.emplace_back(sequence, other);
+    push_host_task({.sequence = sequence, .work = std::move(on_host)});
   }
+  work_ready_.notify_one();
   return sequence;
 }
 
@@ -193,24 +209,43 @@ void Stream::run() {
 bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   HostTask task = std::move(host_tasks_.front());
   host_tasks_.pop_front();
+  lane_running_ = true;
+  running_sequence_ = task.sequence;
+  // Device work held back behind host work goes onto the queue now, in its turn.
+  if (task.on_queue) {
+    const hipError_t queued = submit_locked(task.on_queue, task.sequence);
+    task.on_queue = nullptr;
+    if (queued == hipSuccess) {
+      task.work = nullptr;
+      lane_running_ = false;
+      work_done_.notify_all();
+      return true;
+    }
+    if (queued != hipErrorNotSupported) status_ = queued;  // and the host form runs in its place
+  }
   lock.unlock();
   // Without a device queue, tasks run in order on this thread, so the one before has completed.
   if (queue_) wait_on_queue(task.sequence - 1);
   hipError_t result = hipErrorUnknown;
   try {
-    result = task.work();
+    result = task.work ? task.work() : hipSuccess;
   } catch (...) {
     result = hipErrorUnknown;
   }
   task.work = nullptr;  // captured state dies outside the lock, before waiters wake
-  if (own_stream_destroyed) return false;  // that state held the last reference: *this is gone
+  if (own_stream_destroyed) {
+    // That state held the last reference: *this is gone, its destructor finished the queue.
+    return false;
+  }
   lock.lock();
   if (result != hipSuccess) status_ = result;
   if (queue_) {
-    queue_->open_gate(task.sequence);
+    device_tail_ = task.sequence;
+    queue_->complete(task.sequence);
   } else {
     completed_ = task.sequence;
   }
+  lane_running_ = false;
   work_done_.notify_all();
   return true;
 }

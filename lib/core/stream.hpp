@@ -50,8 +50,9 @@ class Stream {
   // device queue, the queue holds later work until the host task has run.
   std::uint64_t enqueue(StreamTask task);
   // Device work: on the queue where there is one, else (or where the queue cannot do it) `on_host`
-  // as above. An error is the queue refusing the work, and nothing was queued.
-  [[nodiscard]] hipError_t enqueue(const QueueWork& on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
+  // as above. Behind host work still to run, it is kept (so it must own what it uses) and queued
+  // once that work is done. An error is the queue refusing the work, and nothing was queued.
+  [[nodiscard]] hipError_t enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
   // Later work on this stream runs after `other` reached `point`.
   std::uint64_t enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point);
   // The device queue, or null where the stream's work runs on its host thread.
@@ -74,11 +75,13 @@ class Stream {
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
 
  private:
-  // A host task, number `sequence`. With a device queue, the host waits for the queue to pass the
-  // work before it, runs the task and opens the queue's gate, and the queue marks the number.
+  // Work for the stream's thread, number `sequence`: a host task, or with a device queue also
+  // device work held back behind host tasks (`on_queue`, with `work` as its host form). For a host
+  // task the thread waits for the queue to pass the work before it, runs it and marks the number.
   struct HostTask {
     std::uint64_t sequence = 0;
     StreamTask work;
+    QueueWork on_queue{};
   };
 
   void run();
@@ -87,6 +90,9 @@ class Stream {
   bool run_front(std::unique_lock<std::mutex>& lock);
   // Under mutex_; the caller wakes the worker once it has let go of the lock.
   void push_host_task(HostTask task);
+  // No work for the stream's thread queued or running: device work may go straight to the queue.
+  [[nodiscard]] bool lane_idle_locked() const noexcept;
+  [[nodiscard]] hipError_t submit_locked(const QueueWork& on_queue, std::uint64_t sequence);
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t next_sequence();
@@ -98,9 +104,9 @@ class Stream {
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
   std::deque<HostTask> host_tasks_;
-  // Streams whose progress word this stream's queue waits on, each until the queue passes the wait
-  // (its number here): their words must outlive the wait. Destroyed after the queue.
-  std::deque<std::pair<std::uint64_t, std::shared_ptr<Stream>>> awaited_;
+  bool lane_running_ = false;          // the stream's thread is running one of host_tasks_
+  std::uint64_t running_sequence_ = 0;  // which one
+  std::uint64_t device_tail_ = 0;       // all work up to this number is on the queue, or done
   // Declared before the worker, which must stop first; set once, before the worker starts.
   std::unique_ptr<backend::Queue> queue_;
   // Written under mutex_; read without it where a snapshot is enough (queries, the pool's frees).

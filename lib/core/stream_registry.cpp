@@ -171,11 +171,11 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
   return stream.enqueue(std::move(task));
 }
 
-hipError_t StreamRegistry::enqueue(Stream& stream, const QueueWork& on_queue, StreamTask on_host,
+hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host,
                                    std::uint64_t* sequence) {
   std::lock_guard lock{mutex_};
   order_by_null_stream_locked(stream);
-  return stream.enqueue(on_queue, std::move(on_host), sequence);
+  return stream.enqueue(std::move(on_queue), std::move(on_host), sequence);
 }
 
 void StreamRegistry::synchronize(Stream& stream) {

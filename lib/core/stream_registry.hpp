@@ -32,7 +32,7 @@ class StreamRegistry {
   // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
   std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
   // Device work with the null-stream rules (Stream::enqueue with a QueueWork).
-  [[nodiscard]] hipError_t enqueue(Stream& stream, const QueueWork& on_queue, StreamTask on_host,
+  [[nodiscard]] hipError_t enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host,
                                    std::uint64_t* sequence = nullptr);
   // Whether work queued on `stream` now would first wait for other streams (a null-stream barrier).
   // Without the lock; a barrier queued meanwhile by another thread orders its work after this call.

@@ -214,6 +214,7 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static
   X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                                          \
   X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                        \
   X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                           \
+  X(cuStreamWaitEvent, CUresult (*)(CUstream stream, CUevent event, unsigned flags))                                           \
   X(cuEventQuery, CUresult (*)(CUevent event))                                                             \
   X(cuEventSynchronize, CUresult (*)(CUevent event))                                                       \
   X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                    \

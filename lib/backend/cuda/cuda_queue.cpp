@@ -1,10 +1,9 @@
 // Device queues on CUDA streams:
 //   copy / fill            cuMemcpyAsync / cuMemsetD8Async (unified addressing)
 //   write_word / wait_word cuStreamWriteValue32/64 / cuStreamWaitValue32/64 (GEQ, EQ, AND, NOR)
-//   mark / wait_progress   cuStreamWriteValue64 / cuStreamWaitValue64 (GEQ) on the queue's progress
-//                          word, which lives in pinned, portable host memory: any context's queue can
-//                          wait on it and the host reads it with a plain load
-//   wait_gate              cuStreamWaitValue64 (GEQ) on the queue's gate word, which the host writes
+//   mark                   cuStreamWriteValue64 to the queue's progress word, which lives in pinned,
+//                          portable host memory that the host reads with a plain load
+//   wait_queue             cuEventRecord on the other stream, cuStreamWaitEvent on this one
 //   host_call              cuStreamAddCallback, which hands the callback the stream's status
 //   prefetch               cuMemPrefetchAsync
 //   record                 cuEventRecord; timestamps are CUevents
@@ -33,10 +32,9 @@ hipError_t bind(const QueueDevice& device) noexcept {
   return to_hip(device.driver->cuCtxSetCurrent(device.context));
 }
 
-// The two words a queue shares with the device, in one pinned allocation.
+// The word a queue shares with the host, in pinned memory of its own.
 struct Words {
   std::uint64_t progress = 0;
-  std::uint64_t gate = 0;
 };
 
 class CudaTimestamp final : public Timestamp {
@@ -127,19 +125,25 @@ class CudaQueue final : public Queue {
     return call(api().cuStreamWaitValue64_v2, stream_, address_of(address), value, flags);
   }
 
-  hipError_t wait_progress(const Queue& other, std::uint64_t point) override {
-    const auto* source = dynamic_cast<const CudaQueue*>(&other);
+  // A fresh event each time: recorded in the other queue's context, waited on in this one's, and
+  // destroyed at once (the driver keeps it until the wait is done).
+  hipError_t wait_queue(Queue& other) override {
+    auto* source = dynamic_cast<CudaQueue*>(&other);
     if (source == nullptr) return hipErrorNotSupported;
-    return call(api().cuStreamWaitValue64_v2, stream_, address_of(&source->words_->progress), point,
-                CU_STREAM_WAIT_VALUE_GEQ);
+    if (const hipError_t bound = bind(source->device_); bound != hipSuccess) return bound;
+    CUevent event = nullptr;
+    if (const CUresult created = api().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING); created != CUDA_SUCCESS) {
+      return to_hip(created);
+    }
+    hipError_t result = to_hip(api().cuEventRecord(event, source->stream_));
+    if (result == hipSuccess) result = call(api().cuStreamWaitEvent, stream_, event, 0U);
+    (void)bind(source->device_);
+    (void)api().cuEventDestroy_v2(event);
+    return result;
   }
 
-  hipError_t wait_gate(std::uint64_t ticket) override {
-    return call(api().cuStreamWaitValue64_v2, stream_, address_of(&words_->gate), ticket, CU_STREAM_WAIT_VALUE_GEQ);
-  }
-
-  void open_gate(std::uint64_t ticket) noexcept override {
-    std::atomic_ref<std::uint64_t>{words_->gate}.store(ticket, std::memory_order_release);
+  void complete(std::uint64_t sequence) noexcept override {
+    std::atomic_ref<std::uint64_t>{words_->progress}.store(sequence, std::memory_order_release);
   }
 
   hipError_t host_call(HostCall function, void* data) override {

@@ -149,15 +149,19 @@ class HostQueue final : public Queue {
     });
   }
 
-  hipError_t wait_progress(const Queue& other, std::uint64_t point) override {
-    return push([&other, point] { poll_until([&] { return other.progress() >= point; }); });
+  // As a GPU event: the other queue sets a flag when it gets there, and this one waits for the flag.
+  hipError_t wait_queue(Queue& other) override {
+    auto* source = dynamic_cast<HostQueue*>(&other);
+    if (source == nullptr) return hipErrorNotSupported;
+    auto reached = std::make_shared<std::atomic<bool>>(false);
+    if (const hipError_t error = source->push([reached] { reached->store(true, std::memory_order_release); });
+        error != hipSuccess) {
+      return error;
+    }
+    return push([reached] { poll_until([&] { return reached->load(std::memory_order_acquire); }); });
   }
 
-  hipError_t wait_gate(std::uint64_t ticket) override {
-    return push([this, ticket] { poll_until([&] { return gate_.load(std::memory_order_acquire) >= ticket; }); });
-  }
-
-  void open_gate(std::uint64_t ticket) noexcept override { gate_.store(ticket, std::memory_order_release); }
+  void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
 
   hipError_t host_call(HostCall function, void* data) override {
     return push([this, function, data] { function(fault_.load(std::memory_order_relaxed), data); });
@@ -218,7 +222,6 @@ class HostQueue final : public Queue {
 
   Backend& backend_;
   std::atomic<std::uint64_t> progress_{0};
-  std::atomic<std::uint64_t> gate_{0};
   std::atomic<hipError_t> fault_{hipSuccess};
   std::mutex mutex_;
   std::condition_variable work_ready_;
