@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -259,8 +260,17 @@ class HostBackend final : public Backend {
       (void)load_word(src, bytes, &value);
       return store_word(dst, bytes, value);
     }
+    const auto ordered = memory_order();
     std::memmove(dst, src, bytes);
     return hipSuccess;
+  }
+
+  // With stand-in device queues, the data movement of all streams (their queues' threads and their
+  // host threads) goes one operation at a time, as a device's memory orders it: work that follows
+  // other work in time then also follows it in the memory model, which is what code that orders
+  // work by waiting (a callback that sleeps) relies on. Without queues there is nothing to order.
+  [[nodiscard]] std::unique_lock<std::mutex> memory_order() {
+    return queues_ ? std::unique_lock{memory_order_} : std::unique_lock<std::mutex>{};
   }
 
   [[nodiscard]] static bool is_word(const void* address, std::size_t bytes) noexcept {
@@ -269,6 +279,7 @@ class HostBackend final : public Backend {
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    const auto ordered = memory_order();
     std::memset(dst, value, bytes);
     return hipSuccess;
   }
@@ -361,6 +372,7 @@ class HostBackend final : public Backend {
   }
 
   const bool queues_ = queues_requested();
+  std::mutex memory_order_;
   std::vector<DeviceProperties> devices_;
   host::IpcExports ipc_exports_;
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";

@@ -125,17 +125,15 @@ class HostQueue final : public Queue {
   }
 
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
-    return push([this, dst, src, bytes] { note(touch_memory([&] { return backend_.copy(dst, src, bytes); })); });
+    return push([this, dst, src, bytes] { note(backend_.copy(dst, src, bytes)); });
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
-    return push([this, dst, value, bytes] { note(touch_memory([&] { return backend_.fill(dst, value, bytes); })); });
+    return push([this, dst, value, bytes] { note(backend_.fill(dst, value, bytes)); });
   }
 
   hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
-    return push([this, address, bytes, value] {
-      note(touch_memory([&] { return backend_.store_word(address, bytes, value); }));
-    });
+    return push([this, address, bytes, value] { note(backend_.store_word(address, bytes, value)); });
   }
 
   hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
@@ -188,19 +186,6 @@ class HostQueue final : public Queue {
     }
     work_ready_.notify_one();
     return hipSuccess;
-  }
-
-  // Data movement of all queues, one operation at a time, as a device's memory orders the
-  // operations of its queues: work that follows another in time also follows it in the memory
-  // model, which is what code that orders work by waiting (a sleeping callback) relies on.
-  template <class Operation>
-  static hipError_t touch_memory(Operation&& operation) {
-    std::lock_guard lock{memory_order()};
-    return operation();
-  }
-  static std::mutex& memory_order() {
-    static std::mutex memory;
-    return memory;
   }
 
   void note(hipError_t result) {
