@@ -144,8 +144,8 @@ void print_legacy_ipc(int device) {
   using GetHandle = hipError_t (*)(hipIpcMemHandle_t*, void*);
   auto* const get_handle = reinterpret_cast<GetHandle>(dlsym(RTLD_DEFAULT, "hipIpcGetMemHandle"));
   if (get_handle == nullptr) {
-    std::printf("    %-22s %-10s (no HIP attribute) hipIpcGetMemHandle is not exported by this runtime\n",
-                "legacy IPC", "no");
+    std::printf("    %-22s %-10s (no HIP attribute) hipIpcGetMemHandle is not exported by this runtime\n", "legacy IPC",
+                "no");
     return;
   }
   int previous = 0;

@@ -25,14 +25,10 @@ enum class Access : unsigned {
 // nullopt for flags HIP may add later, rather than guessing what they grant.
 [[nodiscard]] constexpr std::optional<Access> access_from_native(unsigned long long flags) noexcept {
   switch (flags) {
-    case hipMemAccessFlagsProtNone:
-      return Access::none;
-    case hipMemAccessFlagsProtRead:
-      return Access::read;
-    case hipMemAccessFlagsProtReadWrite:
-      return Access::read_write;
-    default:
-      return std::nullopt;
+    case hipMemAccessFlagsProtNone: return Access::none;
+    case hipMemAccessFlagsProtRead: return Access::read;
+    case hipMemAccessFlagsProtReadWrite: return Access::read_write;
+    default: return std::nullopt;
   }
 }
 

@@ -19,7 +19,7 @@ namespace hipxx {
 // A callable is invoked once, as an rvalue (so one with move-only captures, or one whose call
 // consumes it, works). It may take the stream's status: hipSuccess, or the error of earlier work.
 template <class F>
-concept stream_callback = std::move_constructible<F> && (std::invocable<F, hipError_t> || std::invocable<F>);
+concept stream_callback = std::move_constructible<F> &&(std::invocable<F, hipError_t> || std::invocable<F>);
 
 namespace detail {
 
@@ -43,7 +43,7 @@ void run_stream_callback(hipStream_t /*stream*/, hipError_t status, void* data) 
 // Copies or moves `f` into the callback's state; a result it returns is dropped. May throw
 // std::bad_alloc (for the state), never for the runtime's errors, which come back as the result.
 template <class F>
-  requires stream_callback<std::decay_t<F>> && std::constructible_from<std::decay_t<F>, F>
+requires stream_callback<std::decay_t<F>> && std::constructible_from<std::decay_t<F>, F>
 [[nodiscard]] result<void> add_callback(StreamRef stream, F&& f) {
   using State = std::decay_t<F>;
   auto state = std::make_unique<State>(std::forward<F>(f));

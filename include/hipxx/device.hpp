@@ -13,7 +13,7 @@
 namespace hipxx {
 
 enum class Granularity {
-  minimum,      // the smallest size and alignment hipMemCreate and hipMemMap accept
+  minimum,  // the smallest size and alignment hipMemCreate and hipMemMap accept
   recommended,  // what the runtime advises for speed (large pages on the host backend)
 };
 
@@ -46,8 +46,8 @@ class Device {
   // multiples of the minimum.
   [[nodiscard]] result<std::size_t> granularity(Granularity which = Granularity::recommended) const noexcept {
     auto const prop = detail::allocation_prop(id_, false);
-    auto const option = which == Granularity::minimum ? hipMemAllocationGranularityMinimum
-                                                      : hipMemAllocationGranularityRecommended;
+    auto const option =
+        which == Granularity::minimum ? hipMemAllocationGranularityMinimum : hipMemAllocationGranularityRecommended;
     std::size_t value = 0;
     if (auto const error = hipMemGetAllocationGranularity(&value, &prop, option); error != hipSuccess) {
       return failure(error);

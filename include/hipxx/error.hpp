@@ -46,14 +46,10 @@ class HipCategory final : public std::error_category {
   // Lets portable code test `ec == std::errc::not_enough_memory` without knowing HIP's enum.
   [[nodiscard]] std::error_condition default_error_condition(int value) const noexcept override {
     switch (static_cast<hipError_t>(value)) {
-      case hipErrorInvalidValue:
-        return std::errc::invalid_argument;
-      case hipErrorOutOfMemory:
-        return std::errc::not_enough_memory;
-      case hipErrorNotSupported:
-        return std::errc::not_supported;
-      default:
-        return {value, *this};
+      case hipErrorInvalidValue: return std::errc::invalid_argument;
+      case hipErrorOutOfMemory: return std::errc::not_enough_memory;
+      case hipErrorNotSupported: return std::errc::not_supported;
+      default: return {value, *this};
     }
   }
 };

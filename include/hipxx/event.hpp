@@ -14,9 +14,9 @@ namespace hipxx {
 // Bits of hipEventCreateWithFlags, combinable with |. Values equal HIP's flags.
 enum class EventFlags : unsigned {
   none = hipEventDefault,
-  blocking_sync = hipEventBlockingSync,    // synchronize() sleeps instead of spinning
+  blocking_sync = hipEventBlockingSync,  // synchronize() sleeps instead of spinning
   disable_timing = hipEventDisableTiming,  // cheaper; elapsed() then refuses the event
-  interprocess = hipEventInterprocess,     // needs disable_timing too, as in HIP
+  interprocess = hipEventInterprocess,  // needs disable_timing too, as in HIP
   disable_system_fence = hipEventDisableSystemFence,
   release_to_device = hipEventReleaseToDevice,
   release_to_system = hipEventReleaseToSystem,
@@ -62,12 +62,9 @@ class Event {
   // true once the recorded work has finished (or the event was never recorded).
   [[nodiscard]] result<bool> query() const noexcept {
     switch (auto const error = hipEventQuery(native()); error) {
-      case hipSuccess:
-        return true;
-      case hipErrorNotReady:
-        return false;
-      default:
-        return failure(error);
+      case hipSuccess: return true;
+      case hipErrorNotReady: return false;
+      default: return failure(error);
     }
   }
 

@@ -165,7 +165,7 @@ struct ReceivedFd {
 };
 
 template <class Payload = std::uint64_t>
-  requires std::is_trivially_copyable_v<Payload>
+requires std::is_trivially_copyable_v<Payload>
 [[nodiscard]] result<void> send_fd(int socket, FileDescriptor const& fd, Payload const& payload) noexcept {
   auto const bytes = std::bit_cast<std::array<std::byte, sizeof(Payload)>>(payload);
   return detail::send_fd_bytes(socket, fd.get(), bytes);
@@ -173,7 +173,7 @@ template <class Payload = std::uint64_t>
 
 // Receives one descriptor and its payload; the Payload type must match the sender's.
 template <class Payload = std::uint64_t>
-  requires std::is_trivially_copyable_v<Payload>
+requires std::is_trivially_copyable_v<Payload>
 [[nodiscard]] result<ReceivedFd<Payload>> recv_fd(int socket) noexcept {
   std::array<std::byte, sizeof(Payload)> bytes{};
   auto fd = detail::recv_fd_bytes(socket, bytes);
@@ -185,14 +185,14 @@ template <class Payload = std::uint64_t>
 
 // The same, for a socket that is itself owned.
 template <class Payload = std::uint64_t>
-  requires std::is_trivially_copyable_v<Payload>
+requires std::is_trivially_copyable_v<Payload>
 [[nodiscard]] result<void> send_fd(FileDescriptor const& socket, FileDescriptor const& fd,
                                    Payload const& payload) noexcept {
   return send_fd<Payload>(socket.get(), fd, payload);
 }
 
 template <class Payload = std::uint64_t>
-  requires std::is_trivially_copyable_v<Payload>
+requires std::is_trivially_copyable_v<Payload>
 [[nodiscard]] result<ReceivedFd<Payload>> recv_fd(FileDescriptor const& socket) noexcept {
   return recv_fd<Payload>(socket.get());
 }

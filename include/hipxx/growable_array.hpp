@@ -30,7 +30,7 @@
 namespace hipxx {
 
 template <class T>
-  requires std::is_trivially_copyable_v<T>  // elements move as bytes, by hipMemcpy
+requires std::is_trivially_copyable_v<T>  // elements move as bytes, by hipMemcpy
 class GrowableArray {
  public:
   using value_type = T;
@@ -165,7 +165,8 @@ class GrowableArray {
     if (auto mapped = map_up_to(chunks_for(count)); !mapped) {
       return mapped;
     }
-    if (auto copied = check(hipMemcpy(element_address(size_), values.data(), values.size_bytes(), hipMemcpyHostToDevice));
+    if (auto copied =
+            check(hipMemcpy(element_address(size_), values.data(), values.size_bytes(), hipMemcpyHostToDevice));
         !copied) {
       unmap_down_to(before);
       return copied;
@@ -205,9 +206,7 @@ class GrowableArray {
     return check(hipMemcpy(out.data(), element_address(first), out.size_bytes(), hipMemcpyDeviceToHost));
   }
 
-  [[nodiscard]] result<std::vector<T>> to_vector() const
-    requires std::default_initializable<T>
-  {
+  [[nodiscard]] result<std::vector<T>> to_vector() const requires std::default_initializable<T> {
     std::vector<T> out(size_);
     if (auto copied = copy_to_host(out); !copied) {
       return copied.as_failure();
@@ -284,7 +283,7 @@ class GrowableArray {
   Device device_;
   std::size_t chunk_bytes_ = 0;
   std::size_t size_ = 0;
-  VirtualRange range_;       // before chunks_: destroyed after them
+  VirtualRange range_;  // before chunks_: destroyed after them
   std::vector<Chunk> chunks_;
 };
 

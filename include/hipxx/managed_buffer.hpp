@@ -34,7 +34,7 @@ inline constexpr Device cpu_device{hipCpuDeviceId};
 // host; hipStreamAttachMemAsync takes all three).
 enum class Attach : unsigned {
   global = hipMemAttachGlobal,  // any stream of any device
-  host = hipMemAttachHost,      // the host only, until attached to a stream
+  host = hipMemAttachHost,  // the host only, until attached to a stream
   single = hipMemAttachSingle,  // the one stream it is attached to
 };
 
@@ -59,10 +59,10 @@ enum class Coherency : int {
 
 // Every range attribute, read with one hipMemRangeGetAttributes call, so all describe the same moment.
 struct ManagedRangeAttributes {
-  bool read_mostly = false;                       // true only when every page is read-mostly
-  std::optional<Device> preferred_location;       // none when never set or not the same on every page
-  std::optional<Device> last_prefetch_location;   // likewise
-  std::vector<int> accessed_by;                   // device ids advised over the whole range; the host is hipCpuDeviceId
+  bool read_mostly = false;  // true only when every page is read-mostly
+  std::optional<Device> preferred_location;  // none when never set or not the same on every page
+  std::optional<Device> last_prefetch_location;  // likewise
+  std::vector<int> accessed_by;  // device ids advised over the whole range; the host is hipCpuDeviceId
   Coherency coherency = Coherency::fine_grain;
 };
 

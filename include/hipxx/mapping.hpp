@@ -30,8 +30,7 @@ class Mapping {
   Mapping& operator=(Mapping const&) = delete;
 
   Mapping(Mapping&& other) noexcept
-      : address_(std::exchange(other.address_, nullptr)),
-        size_(std::exchange(other.size_, 0)) {}
+      : address_(std::exchange(other.address_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
   Mapping& operator=(Mapping&& other) noexcept {
     if (this != &other) {

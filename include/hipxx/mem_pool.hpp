@@ -118,8 +118,9 @@ class PoolAllocation {
 // No constructor or destructor can run in device memory from the host, so an element type must be
 // valid without either: bytes the device writes are its whole state.
 template <class T>
-concept device_storable = std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T> && !std::is_const_v<T> &&
-                          !std::is_volatile_v<T>;
+concept device_storable =
+    std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T> && !std::is_const_v<T> &&
+    !std::is_volatile_v<T>;
 
 // Pool memory for `size()` elements of T. The memory is uninitialised, as from hipMallocAsync.
 template <device_storable T>
@@ -208,7 +209,9 @@ template <class Derived>
 class MemPoolOperations {
  public:
   // Reserved memory above this is returned to the system at the next synchronisation.
-  [[nodiscard]] result<std::uint64_t> release_threshold() const noexcept { return get_u64(hipMemPoolAttrReleaseThreshold); }
+  [[nodiscard]] result<std::uint64_t> release_threshold() const noexcept {
+    return get_u64(hipMemPoolAttrReleaseThreshold);
+  }
 
   [[nodiscard]] result<void> set_release_threshold(std::uint64_t bytes) const noexcept {
     return check(hipMemPoolSetAttribute(native_of(), hipMemPoolAttrReleaseThreshold, &bytes));
@@ -247,7 +250,9 @@ class MemPoolOperations {
   }
 
   // Memory the pool holds from the system, in use or cached for reuse.
-  [[nodiscard]] result<std::uint64_t> reserved_current() const noexcept { return get_u64(hipMemPoolAttrReservedMemCurrent); }
+  [[nodiscard]] result<std::uint64_t> reserved_current() const noexcept {
+    return get_u64(hipMemPoolAttrReservedMemCurrent);
+  }
   [[nodiscard]] result<std::uint64_t> reserved_high() const noexcept { return get_u64(hipMemPoolAttrReservedMemHigh); }
   // Memory handed out and not yet freed (a hipFreeAsync counts at once, before its stream reaches it).
   // Exact when no allocation or free into the pool runs meanwhile; while other threads allocate and
@@ -412,8 +417,8 @@ class MemPool : public detail::MemPoolOperations<MemPool> {
   [[nodiscard]] static result<MemPool> create(Device device, MemPoolProperties properties = {}) noexcept {
     hipMemPoolProps props{};
     props.allocType = hipMemAllocationTypePinned;
-    props.handleTypes = properties.shareable == Shareable::posix_fd ? hipMemHandleTypePosixFileDescriptor
-                                                                    : hipMemHandleTypeNone;
+    props.handleTypes =
+        properties.shareable == Shareable::posix_fd ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
     props.location = device.location();
     props.maxSize = properties.max_size;
     hipMemPool_t pool = nullptr;

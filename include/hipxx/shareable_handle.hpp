@@ -77,8 +77,8 @@ class FileDescriptor {
 // The allocation must have been created with Shareable::posix_fd.
 [[nodiscard]] inline result<FileDescriptor> export_handle(PhysicalAllocation const& allocation) noexcept {
   int fd = -1;
-  if (auto const error = hipMemExportToShareableHandle(&fd, allocation.native_handle(),
-                                                       hipMemHandleTypePosixFileDescriptor, 0);
+  if (auto const error =
+          hipMemExportToShareableHandle(&fd, allocation.native_handle(), hipMemHandleTypePosixFileDescriptor, 0);
       error != hipSuccess) {
     return failure(error);
   }

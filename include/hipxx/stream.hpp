@@ -52,12 +52,9 @@ class StreamOperations {
       return failure(hipErrorInvalidHandle);
     }
     switch (auto const error = hipStreamQuery(native_of()); error) {
-      case hipSuccess:
-        return true;
-      case hipErrorNotReady:
-        return false;
-      default:
-        return failure(error);
+      case hipSuccess: return true;
+      case hipErrorNotReady: return false;
+      default: return failure(error);
     }
   }
 

@@ -16,16 +16,17 @@ namespace hipxx {
 // Values equal HIP's flags. With `mask` applied to the word first:
 enum class WaitCondition : unsigned {
   greater_equal = hipStreamWaitValueGte,  // (word & mask) >= value
-  equal = hipStreamWaitValueEq,           // (word & mask) == value
-  any_bit_set = hipStreamWaitValueAnd,    // ((word & mask) & value) != 0
-  nor = hipStreamWaitValueNor,            // ~((word & mask) | (value & mask)) != 0
+  equal = hipStreamWaitValueEq,  // (word & mask) == value
+  any_bit_set = hipStreamWaitValueAnd,  // ((word & mask) & value) != 0
+  nor = hipStreamWaitValueNor,  // ~((word & mask) | (value & mask)) != 0
 };
 
 // Unsigned because the runtime compares words as unsigned: a signed -1 would wait "greater or
 // equal" to every positive value. Any unsigned type of 4 or 8 bytes, so both `unsigned long` and
 // `unsigned long long` words work whichever one std::uint64_t is.
 template <class T>
-concept stream_word = std::unsigned_integral<T> && (sizeof(T) == sizeof(std::uint32_t) || sizeof(T) == sizeof(std::uint64_t));
+concept stream_word = std::unsigned_integral<T> &&
+    (sizeof(T) == sizeof(std::uint32_t) || sizeof(T) == sizeof(std::uint64_t));
 
 // Whether `device` can run the wait calls at all (AMD reports it per device; CUDA per driver).
 [[nodiscard]] inline result<bool> supports_wait_value(Device device) noexcept {
@@ -59,11 +60,11 @@ template <stream_word Word>
 template <stream_word Word>
 [[nodiscard]] result<void> write_value(StreamRef stream, Word* device_word, std::type_identity_t<Word> value) noexcept {
   if constexpr (sizeof(Word) == sizeof(std::uint32_t)) {
-    return check(
-        hipStreamWriteValue32(stream.native(), device_word, static_cast<std::uint32_t>(value), hipStreamWriteValueDefault));
+    return check(hipStreamWriteValue32(stream.native(), device_word, static_cast<std::uint32_t>(value),
+                                       hipStreamWriteValueDefault));
   } else {
-    return check(
-        hipStreamWriteValue64(stream.native(), device_word, static_cast<std::uint64_t>(value), hipStreamWriteValueDefault));
+    return check(hipStreamWriteValue64(stream.native(), device_word, static_cast<std::uint64_t>(value),
+                                       hipStreamWriteValueDefault));
   }
 }
 

@@ -14,9 +14,9 @@
 // the compiler destroys them first.
 #pragma once
 
+#include <hipxx/hipxx_ext.h>
 #include <hipxx/detail/address.hpp>
 #include <hipxx/error.hpp>
-#include <hipxx/hipxx_ext.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -30,7 +30,8 @@ hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRange
       return hipErrorInvalidValue;
     }
     for (size_t index = 0; index < num_attributes; ++index) {
-      const hipError_t error = runtime.range_attribute(data[index], data_sizes[index], attributes[index], dev_ptr, count);
+      const hipError_t error =
+          runtime.range_attribute(data[index], data_sizes[index], attributes[index], dev_ptr, count);
       if (error != hipSuccess) return error;
     }
     return hipSuccess;

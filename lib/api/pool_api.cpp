@@ -114,9 +114,8 @@ hipError_t hipMemPoolExportPointer(hipMemPoolPtrExportData* export_data, void* d
 }
 
 hipError_t hipMemPoolImportPointer(void** dev_ptr, hipMemPool_t mem_pool, hipMemPoolPtrExportData* export_data) {
-  return guarded([&](Runtime& runtime) {
-    return runtime.pool_sharing().import_pointer(dev_ptr, mem_pool, export_data);
-  });
+  return guarded(
+      [&](Runtime& runtime) { return runtime.pool_sharing().import_pointer(dev_ptr, mem_pool, export_data); });
 }
 
 hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* mem_pool, int device) {

@@ -22,11 +22,12 @@ constexpr int kLeastPriority = 1;
 hipError_t create_stream(Runtime& runtime, hipStream_t* stream, unsigned flags, int priority,
                          std::vector<std::uint32_t> cu_mask = {}) {
   if (stream == nullptr || (flags & ~static_cast<unsigned>(hipStreamNonBlocking)) != 0) return hipErrorInvalidValue;
-  return runtime.streams().create(stream, StreamTraits{.device = Runtime::current_device(),
-                                                       .flags = flags,
-                                                       .priority = std::clamp(priority, kGreatestPriority, kLeastPriority),
-                                                       .cu_mask = std::move(cu_mask),
-                                                       .is_null = false});
+  return runtime.streams().create(stream,
+                                  StreamTraits{.device = Runtime::current_device(),
+                                               .flags = flags,
+                                               .priority = std::clamp(priority, kGreatestPriority, kLeastPriority),
+                                               .cu_mask = std::move(cu_mask),
+                                               .is_null = false});
 }
 
 template <class Word>

@@ -115,8 +115,7 @@ class Backend {
 
   // Virtual address space. `alignment` is a power of two no smaller than the minimum granularity;
   // `hint` is a requested address that may be ignored.
-  [[nodiscard]] virtual hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint,
-                                           void** va) = 0;
+  [[nodiscard]] virtual hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) = 0;
   [[nodiscard]] virtual hipError_t free_reservation(void* va, std::size_t size) = 0;
 
   // Physical memory.

@@ -14,7 +14,8 @@ std::uint64_t location_bit(int device) noexcept {
 template <class Value, class Read>
 Value common(const std::vector<PageState>& states, Value mixed, Read read) {
   const Value first = read(states.front());
-  const bool uniform = std::all_of(states.begin(), states.end(), [&](const PageState& state) { return read(state) == first; });
+  const bool uniform =
+      std::all_of(states.begin(), states.end(), [&](const PageState& state) { return read(state) == first; });
   return uniform ? first : mixed;
 }
 
@@ -104,7 +105,8 @@ hipError_t ManagedMemory::advise(std::uintptr_t address, std::size_t bytes, hipM
                    [](PageState& state) { state.preferred_location = hipInvalidDeviceId; });
       break;
     case hipMemAdviseSetAccessedBy:
-      change_pages(*allocation, address, bytes, [device](PageState& state) { state.accessed_by |= location_bit(device); });
+      change_pages(*allocation, address, bytes,
+                   [device](PageState& state) { state.accessed_by |= location_bit(device); });
       break;
     case hipMemAdviseUnsetAccessedBy:
       change_pages(*allocation, address, bytes,
@@ -116,8 +118,7 @@ hipError_t ManagedMemory::advise(std::uintptr_t address, std::size_t bytes, hipM
     case hipMemAdviseUnsetCoarseGrain:
       change_pages(*allocation, address, bytes, [](PageState& state) { state.coarse_grain = false; });
       break;
-    default:
-      return hipErrorInvalidValue;
+    default: return hipErrorInvalidValue;
   }
   return hipSuccess;
 }
@@ -167,15 +168,18 @@ hipError_t ManagedMemory::query(hipMemRangeAttribute attribute, std::uintptr_t a
   };
   switch (attribute) {
     case hipMemRangeAttributeReadMostly:
-      return single(std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }));
+      return single(
+          std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }));
     case hipMemRangeAttributePreferredLocation:
-      return single(common(states, hipInvalidDeviceId, [](const PageState& state) { return state.preferred_location; }));
+      return single(
+          common(states, hipInvalidDeviceId, [](const PageState& state) { return state.preferred_location; }));
     case hipMemRangeAttributeLastPrefetchLocation:
       return single(common(states, hipInvalidDeviceId, [](const PageState& state) { return state.last_prefetch; }));
     case hipMemRangeAttributeCoherencyMode: {
       const int coarse = common(states, -1, [](const PageState& state) { return state.coarse_grain ? 1 : 0; });
-      return single(coarse < 0 ? hipMemRangeCoherencyModeIndeterminate
-                               : (coarse == 1 ? hipMemRangeCoherencyModeCoarseGrain : hipMemRangeCoherencyModeFineGrain));
+      return single(coarse < 0
+                        ? hipMemRangeCoherencyModeIndeterminate
+                        : (coarse == 1 ? hipMemRangeCoherencyModeCoarseGrain : hipMemRangeCoherencyModeFineGrain));
     }
     case hipMemRangeAttributeAccessedBy: {
       if (data_size == 0 || data_size % sizeof(std::int32_t) != 0) return hipErrorInvalidValue;

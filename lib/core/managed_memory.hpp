@@ -47,8 +47,8 @@ class ManagedMemory {
   [[nodiscard]] std::optional<unsigned> attach_flags(std::uintptr_t base) const;
 
   // One attribute over a range, as hipMemRangeGetAttribute defines it.
-  [[nodiscard]] hipError_t query(hipMemRangeAttribute attribute, std::uintptr_t address, std::size_t bytes,
-                                 void* data, std::size_t data_size) const;
+  [[nodiscard]] hipError_t query(hipMemRangeAttribute attribute, std::uintptr_t address, std::size_t bytes, void* data,
+                                 std::size_t data_size) const;
   [[nodiscard]] std::size_t run_count(std::uintptr_t base) const;
 
  private:

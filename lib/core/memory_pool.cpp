@@ -274,7 +274,8 @@ void MemoryPool::adopt_lists_of_destroyed_streams() {
     // lock orders this after the last free pushed onto the list.
     std::lock_guard lock{list->lock};
     for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
-      for (const StreamFreeList::Block& block : list->by_class[size_class]) unowned_[size_class].push_back(block.offset);
+      for (const StreamFreeList::Block& block : list->by_class[size_class])
+        unowned_[size_class].push_back(block.offset);
     }
     return true;
   });
@@ -479,9 +480,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
       if (!valid_reuse_flag(value)) return hipErrorInvalidValue;
       attributes_.allow_internal_dependencies = *static_cast<const int*>(value) != 0;
       return hipSuccess;
-    case hipMemPoolAttrReleaseThreshold:
-      attributes_.release_threshold = as_u64();
-      return hipSuccess;
+    case hipMemPoolAttrReleaseThreshold: attributes_.release_threshold = as_u64(); return hipSuccess;
     // The high-water marks can only be reset, to the current value.
     case hipMemPoolAttrReservedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
@@ -491,8 +490,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
       if (as_u64() != 0) return hipErrorInvalidValue;
       usage_.reset_high();
       return hipSuccess;
-    default:
-      return hipErrorInvalidValue;  // the current values are read-only
+    default: return hipErrorInvalidValue;  // the current values are read-only
   }
 }
 

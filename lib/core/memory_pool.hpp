@@ -87,14 +87,14 @@ class LiveGranules {
 
  private:
   using Slot = std::atomic<std::uint16_t>;  // 0: not live; otherwise size class + 1
-  static constexpr std::size_t kGranuleShift = 8;   // 256 bytes, the smallest class and alignment
-  static constexpr std::size_t kPageShift = 16;     // granules per page: 16 MiB of pool, 128 KiB of table
+  static constexpr std::size_t kGranuleShift = 8;  // 256 bytes, the smallest class and alignment
+  static constexpr std::size_t kPageShift = 16;  // granules per page: 16 MiB of pool, 128 KiB of table
   static constexpr std::size_t kPageSlots = std::size_t{1} << kPageShift;
 
   [[nodiscard]] Slot* slot(std::uintptr_t offset) const noexcept;
 
   std::vector<std::unique_ptr<Slot[]>> owned_;  // changed under the pool's lock
-  std::vector<std::atomic<Slot*>> published_;    // the same pages, for lock-free readers
+  std::vector<std::atomic<Slot*>> published_;  // the same pages, for lock-free readers
 };
 
 // The blocks of one pool freed on one stream, newest last in each size class. `point` is the
@@ -185,8 +185,7 @@ class MemoryPool {
                                            std::uintptr_t* offset);
   [[nodiscard]] bool take_from_other_streams(std::size_t size_class, const std::shared_ptr<Stream>& stream,
                                              PoolGrant* grant, std::uintptr_t* offset);
-  [[nodiscard]] bool usable_by(const std::shared_ptr<Stream>& stream, const Stream& freeing,
-                               std::uint64_t point) const;
+  [[nodiscard]] bool usable_by(const std::shared_ptr<Stream>& stream, const Stream& freeing, std::uint64_t point) const;
   void adopt_lists_of_destroyed_streams();
   [[nodiscard]] hipError_t carve(std::size_t bytes, std::uintptr_t* offset);
   void uncarve(std::uintptr_t offset, std::size_t bytes);
@@ -213,10 +212,10 @@ class MemoryPool {
   // One list per stream that has freed here; a list goes once its stream is destroyed, its blocks
   // then free for anyone. Lock order: mutex_, then a list's lock.
   std::vector<std::unique_ptr<StreamFreeList>> free_lists_;
-  std::array<std::vector<std::uintptr_t>, kClassCount> unowned_;   // free, no stream work pending
-  std::map<std::uintptr_t, std::size_t> holes_;                     // uncarved space: offset -> bytes
+  std::array<std::vector<std::uintptr_t>, kClassCount> unowned_;  // free, no stream work pending
+  std::map<std::uintptr_t, std::size_t> holes_;  // uncarved space: offset -> bytes
   std::set<std::pair<std::size_t, std::uintptr_t>> holes_by_size_;
-  std::vector<std::uint32_t> chunk_users_;                          // carved blocks touching each chunk
+  std::vector<std::uint32_t> chunk_users_;  // carved blocks touching each chunk
   std::size_t mapped_chunks_ = 0;
   // Changed by every allocation and free, each thread on lines of its own (core/pool_usage.hpp);
   // kept apart from the fields read on the hot path (orphaned_, the layout).

@@ -16,13 +16,10 @@ hipError_t check_properties(const Runtime& runtime, const hipMemPoolProps& prope
   }
   switch (properties.handleTypes) {
     case hipMemHandleTypeNone:
-    case hipMemHandleTypePosixFileDescriptor:
-      break;
+    case hipMemHandleTypePosixFileDescriptor: break;
     case hipMemHandleTypeWin32:
-    case hipMemHandleTypeWin32Kmt:
-      return hipErrorNotSupported;
-    default:
-      return hipErrorInvalidValue;
+    case hipMemHandleTypeWin32Kmt: return hipErrorNotSupported;
+    default: return hipErrorInvalidValue;
   }
   const bool reserved_clear = std::all_of(std::begin(properties.reserved), std::end(properties.reserved),
                                           [](unsigned char byte) { return byte == 0; });
@@ -78,7 +75,8 @@ hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
   {
     std::lock_guard lock{mutex_};
     const auto found = named_.find(id_of(pool));
-    if (found == named_.end() || std::find(default_pools_.begin(), default_pools_.end(), pool) != default_pools_.end()) {
+    if (found == named_.end() ||
+        std::find(default_pools_.begin(), default_pools_.end(), pool) != default_pools_.end()) {
       return hipErrorInvalidValue;
     }
     doomed = found->second;
@@ -145,7 +143,8 @@ hipError_t PoolRegistry::current_pool(int device, hipMemPool_t* pool) {
 
 hipError_t PoolRegistry::allocation_pool(int device, std::shared_ptr<MemoryPool>* pool) {
   if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
-  if (MemoryPool* const current = current_published_[static_cast<std::size_t>(device)].load(std::memory_order_acquire)) {
+  if (MemoryPool* const current =
+          current_published_[static_cast<std::size_t>(device)].load(std::memory_order_acquire)) {
     *pool = std::shared_ptr<MemoryPool>{std::shared_ptr<MemoryPool>{}, current};
     return hipSuccess;
   }

@@ -56,7 +56,7 @@ class PoolUsage {
  private:
   struct alignas(64) Shard {
     std::atomic<std::uint64_t> allowance{0};
-    std::int64_t limit = 0;         // under mutex_; only the lock holder reads it
+    std::int64_t limit = 0;  // under mutex_; only the lock holder reads it
     std::atomic<bool> known{false};  // set once its bit is in known_
   };
 

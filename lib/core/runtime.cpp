@@ -163,8 +163,7 @@ bool known_direction(hipMemcpyKind kind) noexcept {
     case hipMemcpyDeviceToHost:
     case hipMemcpyDeviceToDevice:
     case hipMemcpyDefault:
-    case hipMemcpyDeviceToDeviceNoCU:
-      return true;
+    case hipMemcpyDeviceToDeviceNoCU: return true;
   }
   return false;
 }
@@ -176,10 +175,10 @@ bool Runtime::accessible(const void* address, std::size_t bytes, hipMemAccessFla
 }
 
 hipError_t Runtime::check_copy(void* dst, const void* src, std::size_t bytes, int device) const {
-  const bool ok = address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
-                                                  hipMemAccessFlagsProtReadWrite) &&
-                  address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(src), bytes, device,
-                                                  hipMemAccessFlagsProtRead);
+  const bool ok =
+      address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
+                                      hipMemAccessFlagsProtReadWrite) &&
+      address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(src), bytes, device, hipMemAccessFlagsProtRead);
   return ok ? hipSuccess : hipErrorInvalidValue;
 }
 
@@ -204,7 +203,8 @@ hipError_t Runtime::run_on_null_stream(int device, QueueWork on_queue, StreamTas
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
   std::uint64_t point = 0;
-  if (const hipError_t error = streams_.enqueue(*null_stream, std::move(on_queue), std::move(work), &point); error != hipSuccess) {
+  if (const hipError_t error = streams_.enqueue(*null_stream, std::move(on_queue), std::move(work), &point);
+      error != hipSuccess) {
     return error;
   }
   null_stream->wait_for(point);
@@ -269,8 +269,7 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   // thread until the queue got there (CUDA stages pageable memory that way); the stream's host
   // thread does those copies instead, so hipMemcpyAsync stays asynchronous.
   return streams_.enqueue(
-      *target,
-      [=](backend::Queue& queue) { return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes); },
+      *target, [=](backend::Queue& queue) { return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes); },
       [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
 }
 

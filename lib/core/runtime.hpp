@@ -57,8 +57,8 @@ class Runtime {
   [[nodiscard]] hipError_t create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
                                   const hipMemAllocationProp* properties, unsigned long long flags);
   [[nodiscard]] hipError_t release(hipMemGenericAllocationHandle_t handle);
-  [[nodiscard]] hipError_t map(void* ptr, std::size_t size, std::size_t offset,
-                               hipMemGenericAllocationHandle_t handle, unsigned long long flags);
+  [[nodiscard]] hipError_t map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
+                               unsigned long long flags);
   [[nodiscard]] hipError_t unmap(void* ptr, std::size_t size);
   [[nodiscard]] hipError_t set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors);
   [[nodiscard]] hipError_t get_access(unsigned long long* flags, const hipMemLocation* location, void* ptr);
@@ -144,8 +144,8 @@ class Runtime {
   std::vector<backend::AccessGrant> grants_scratch_;
   // Books a new physical allocation; if the books cannot grow, releases it and rethrows.
   [[nodiscard]] hipMemGenericAllocationHandle_t book_allocation_locked(backend::PhysicalHandle physical,
-                                                                      std::size_t size,
-                                                                      const hipMemAllocationProp& properties);
+                                                                       std::size_t size,
+                                                                       const hipMemAllocationProp& properties);
 
   std::unique_ptr<backend::Backend> backend_;
   std::string selection_error_;

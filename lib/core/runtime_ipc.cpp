@@ -30,8 +30,11 @@ hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsign
   if (existing != nullptr && existing->kind == LinearKind::ipc_opened) {
     ++existing->opens;
   } else {
-    address_space_.add_linear({.base = reinterpret_cast<std::uintptr_t>(at), .size = size, .device = device,
-                               .kind = LinearKind::ipc_opened, .opens = 1});
+    address_space_.add_linear({.base = reinterpret_cast<std::uintptr_t>(at),
+                               .size = size,
+                               .device = device,
+                               .kind = LinearKind::ipc_opened,
+                               .opens = 1});
   }
   *ptr = at;
   return hipSuccess;

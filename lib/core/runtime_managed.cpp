@@ -67,17 +67,15 @@ hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise a
     case hipMemAdviseSetAccessedBy:
     case hipMemAdviseUnsetAccessedBy:
     case hipMemAdviseSetCoarseGrain:
-    case hipMemAdviseUnsetCoarseGrain:
-      break;
-    default:
-      return hipErrorInvalidValue;
+    case hipMemAdviseUnsetCoarseGrain: break;
+    default: return hipErrorInvalidValue;
   }
   if (const hipError_t error = backend_->advise(ptr, bytes, advice, device); error != hipSuccess) return error;
   return managed_.advise(address_of(ptr), bytes, advice, device);
 }
 
-hipError_t Runtime::range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute,
-                                    const void* ptr, std::size_t bytes) const {
+hipError_t Runtime::range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute, const void* ptr,
+                                    std::size_t bytes) const {
   if (ptr == nullptr) return hipErrorInvalidValue;
   return managed_.query(attribute, address_of(ptr), bytes, data, data_size);
 }

@@ -63,9 +63,7 @@ std::uint64_t Stream::next_sequence() {
   return sequence;
 }
 
-void Stream::push_host_task(HostTask task) {
-  host_tasks_.push_back(std::move(task));
-}
+void Stream::push_host_task(HostTask task) { host_tasks_.push_back(std::move(task)); }
 
 bool Stream::lane_idle_locked() const noexcept { return host_tasks_.empty() && !lane_running_; }
 

@@ -104,9 +104,9 @@ class Stream {
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
   std::deque<HostTask> host_tasks_;
-  bool lane_running_ = false;          // the stream's thread is running one of host_tasks_
+  bool lane_running_ = false;  // the stream's thread is running one of host_tasks_
   std::uint64_t running_sequence_ = 0;  // which one
-  std::uint64_t device_tail_ = 0;       // all work up to this number is on the queue, or done
+  std::uint64_t device_tail_ = 0;  // all work up to this number is on the queue, or done
   // Declared before the worker, which must stop first; set once, before the worker starts.
   std::unique_ptr<backend::Queue> queue_;
   // Written under mutex_; read without it where a snapshot is enough (queries, the pool's frees).

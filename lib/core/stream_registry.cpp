@@ -34,7 +34,8 @@ __attribute__((tls_model("initial-exec"))) thread_local ResolvedStream last_reso
 
 StreamRegistry::StreamRegistry(int device_count, QueueFactory make_queue)
     : make_queue_(std::move(make_queue)),
-      null_streams_(static_cast<std::size_t>(device_count)), null_published_(static_cast<std::size_t>(device_count)) {}
+      null_streams_(static_cast<std::size_t>(device_count)),
+      null_published_(static_cast<std::size_t>(device_count)) {}
 
 hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
   std::unique_ptr<backend::Queue> queue = make_queue_ ? make_queue_(traits) : nullptr;
@@ -98,7 +99,8 @@ std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_
   }
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
   ResolvedStream& last = last_resolved;
-  if (last.registry == this && last.handle == stream && last.device == current_device && last.generation == generation) {
+  if (last.registry == this && last.handle == stream && last.device == current_device &&
+      last.generation == generation) {
     if (last.null_stream != nullptr) return {std::shared_ptr<Stream>{}, last.null_stream};
     if (std::shared_ptr<Stream> cached = last.stream.lock()) return cached;
   }
@@ -143,7 +145,8 @@ std::vector<std::shared_ptr<Stream>> StreamRegistry::blocking_streams_locked(int
 bool StreamRegistry::would_wait_for_others(const Stream& stream) const {
   if (stream.traits().is_null) return true;  // it may: finding out means walking the blocking streams
   if (!stream.blocking()) return false;
-  const Stream* const null_stream = null_published_[static_cast<std::size_t>(stream.traits().device)].load(std::memory_order_acquire);
+  const Stream* const null_stream =
+      null_published_[static_cast<std::size_t>(stream.traits().device)].load(std::memory_order_acquire);
   return null_stream != nullptr && !null_stream->idle();
 }
 
@@ -171,8 +174,7 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
   return stream.enqueue(std::move(task));
 }
 
-hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host,
-                                   std::uint64_t* sequence) {
+hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence) {
   std::lock_guard lock{mutex_};
   order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(on_queue), std::move(on_host), sequence);

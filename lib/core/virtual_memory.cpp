@@ -18,13 +18,10 @@ bool valid_flags(hipMemAccessFlags flags) noexcept {
 // Win32 handle types name real HIP features that Linux cannot give; anything else is not a type.
 hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
   switch (type) {
-    case hipMemHandleTypePosixFileDescriptor:
-      return hipSuccess;
+    case hipMemHandleTypePosixFileDescriptor: return hipSuccess;
     case hipMemHandleTypeWin32:
-    case hipMemHandleTypeWin32Kmt:
-      return hipErrorNotSupported;
-    default:
-      return hipErrorInvalidValue;
+    case hipMemHandleTypeWin32Kmt: return hipErrorNotSupported;
+    default: return hipErrorInvalidValue;
   }
 }
 
@@ -35,8 +32,7 @@ AccessList with_descriptors(AccessList access, std::span<const hipMemAccessDesc>
 
 }  // namespace
 
-hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint,
-                            unsigned long long flags) {
+hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint, unsigned long long flags) {
   if (ptr == nullptr || size == 0 || flags != 0 || !granular(size) || !granular(address_of(hint))) {
     return hipErrorInvalidValue;
   }
@@ -241,12 +237,8 @@ hipError_t Runtime::granularity(std::size_t* granularity, const hipMemAllocation
   }
   const backend::DeviceProperties& device = backend_->device(properties->location.id);
   switch (option) {
-    case hipMemAllocationGranularityMinimum:
-      *granularity = device.minimum_granularity;
-      return hipSuccess;
-    case hipMemAllocationGranularityRecommended:
-      *granularity = device.recommended_granularity;
-      return hipSuccess;
+    case hipMemAllocationGranularityMinimum: *granularity = device.minimum_granularity; return hipSuccess;
+    case hipMemAllocationGranularityRecommended: *granularity = device.recommended_granularity; return hipSuccess;
   }
   return hipErrorInvalidValue;
 }

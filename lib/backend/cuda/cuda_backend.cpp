@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
-#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -118,11 +118,11 @@ class CudaBackend final : public Backend {
                                 " cannot wait on 64-bit words (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS is 0)";
           break;
         }
-        queue_devices_.push_back({.driver = &api_,
-                                  .queues = queue_api_.get(),
-                                  .context = device.context,
-                                  .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
-                                                        device.device) != 0});
+        queue_devices_.push_back(
+            {.driver = &api_,
+             .queues = queue_api_.get(),
+             .context = device.context,
+             .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, device.device) != 0});
       }
     }
   }
@@ -192,8 +192,8 @@ class CudaBackend final : public Backend {
       return *fd >= 0 ? hipSuccess : hipErrorOutOfMemory;
     }
     int exported = -1;
-    if (const CUresult result = api_.cuMemExportToShareableHandle(
-            &exported, handle.value, cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (const CUresult result = api_.cuMemExportToShareableHandle(&exported, handle.value,
+                                                                  cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
@@ -205,9 +205,9 @@ class CudaBackend final : public Backend {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     // The driver reads the fd and leaves it open: the caller still owns it, as the interface says.
     CUmemGenericAllocationHandle handle = 0;
-    if (const CUresult result = api_.cuMemImportFromShareableHandle(
-            &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
-            cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (const CUresult result =
+            api_.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                                cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         result != cuda::CUDA_SUCCESS) {
       // An fd that names no exported allocation (a file, a directory, a closed fd) makes the driver
       // answer with assorted codes; HIP documents one: the handle is an invalid value.
@@ -234,8 +234,7 @@ class CudaBackend final : public Backend {
     // inaccessible to every device until cuMemSetAccess (an empty `granted`).
     const auto booked = book_mapping_locked(
         address_of(va), MappingState{.size = size, .handle = handle.value, .mapped = true, .granted = {}});
-    if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0);
-        result != cuda::CUDA_SUCCESS) {
+    if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0); result != cuda::CUDA_SUCCESS) {
       forget_mapping_locked(booked);
       // The driver answers a size that is not the allocation's (which the books cannot check for an
       // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
@@ -293,9 +292,9 @@ class CudaBackend final : public Backend {
     std::vector<cuda::CUmemAccessDesc> descriptors;
     for (std::size_t device = 0; device < wanted.size(); ++device) {
       if (wanted[device] == cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE) continue;
-      descriptors.push_back({.location = {.type = cuda::CU_MEM_LOCATION_TYPE_DEVICE,
-                                          .id = handle_of(static_cast<int>(device))},
-                             .flags = wanted[device]});
+      descriptors.push_back(
+          {.location = {.type = cuda::CU_MEM_LOCATION_TYPE_DEVICE, .id = handle_of(static_cast<int>(device))},
+           .flags = wanted[device]});
     }
     if (!descriptors.empty()) {
       if (const CUresult result = api_.cuMemSetAccess(address_of(va), size, descriptors.data(), descriptors.size());
@@ -331,9 +330,8 @@ class CudaBackend final : public Backend {
         std::memset(dst, value, bytes);
         return hipSuccess;
       }
-      return on_side_stream([&](cuda::CUstream stream) {
-        return queue_api_->cuMemsetD8Async(address_of(dst), value, bytes, stream);
-      });
+      return on_side_stream(
+          [&](cuda::CUstream stream) { return queue_api_->cuMemsetD8Async(address_of(dst), value, bytes, stream); });
     }
     if (const CUresult result = api_.cuMemsetD8_v2(address_of(dst), value, bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
@@ -456,7 +454,8 @@ class CudaBackend final : public Backend {
     cuda::CUipcMemHandle driver_handle{};
     std::memcpy(&driver_handle, &handle, sizeof driver_handle);
     CUdeviceptr at = 0;
-    if (const CUresult result = api_.cuIpcOpenMemHandle_v2(&at, driver_handle, cuda::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (const CUresult result =
+            api_.cuIpcOpenMemHandle_v2(&at, driver_handle, cuda::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
@@ -555,7 +554,8 @@ class CudaBackend final : public Backend {
   // flight, and the source is the caller's).
   hipError_t copy_word(void* dst, const void* src, std::size_t bytes) {
     if (!use_side_stream()) {
-      if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
+      if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes);
+          result != cuda::CUDA_SUCCESS) {
         return to_hip(result);
       }
       return to_hip(api_.cuCtxSynchronize());
@@ -660,8 +660,8 @@ class CudaBackend final : public Backend {
   const DriverApi api_;
   const std::unique_ptr<QueueApi> queue_api_;
   std::vector<cuda::QueueDevice> queue_devices_;  // empty: no device queues
-  std::string queues_unavailable_;                // why queue_devices_ is empty
-  std::vector<cuda::CUstream> side_streams_;      // per device, under mutex_; see copy
+  std::string queues_unavailable_;  // why queue_devices_ is empty
+  std::vector<cuda::CUstream> side_streams_;  // per device, under mutex_; see copy
   static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
   std::mutex bounce_mutex_;
   void* bounce_ = nullptr;  // pinned, kBounceBytes, for side_copy; kept for the life of the process
@@ -706,19 +706,21 @@ DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordina
   std::size_t total = 0;
   if (api.cuDeviceTotalMem_v2(&total, device) == cuda::CUDA_SUCCESS) properties.total_memory = total;
   properties.multiprocessor_count = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-  properties.virtual_memory = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) != 0;
+  properties.virtual_memory =
+      attribute(api, cuda::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) != 0;
   properties.posix_fd_export =
       properties.virtual_memory &&
       attribute(api, cuda::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device) != 0;
   properties.integrated = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_INTEGRATED, device) != 0;
   properties.managed_memory = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) != 0;
-  properties.concurrent_managed_access = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) != 0;
+  properties.concurrent_managed_access =
+      attribute(api, cuda::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) != 0;
   if (properties.virtual_memory) {
     properties.minimum_granularity =
         granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    properties.recommended_granularity = std::max(
-        properties.minimum_granularity,
-        granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    properties.recommended_granularity =
+        std::max(properties.minimum_granularity,
+                 granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   } else {
     properties.minimum_granularity = kFallbackGranularity;
     properties.recommended_granularity = kFallbackGranularity;
@@ -729,11 +731,11 @@ DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordina
 // Resolves every entry point, or names the ones this libcuda lacks.
 std::string load_entry_points(void* library, DriverApi& api) {
   std::string missing;
-#define HIPXX_CUDA_RESOLVE_ENTRY_POINT(name, type)                                    \
-  if (void* symbol = dlsym(library, #name); symbol != nullptr) {                      \
-    api.name = reinterpret_cast<decltype(api.name)>(symbol);                          \
-  } else {                                                                            \
-    missing += (missing.empty() ? "" : ", ") + std::string{#name};                    \
+#define HIPXX_CUDA_RESOLVE_ENTRY_POINT(name, type)                 \
+  if (void* symbol = dlsym(library, #name); symbol != nullptr) {   \
+    api.name = reinterpret_cast<decltype(api.name)>(symbol);       \
+  } else {                                                         \
+    missing += (missing.empty() ? "" : ", ") + std::string{#name}; \
   }
   HIPXX_CUDA_DRIVER_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_ENTRY_POINT)
 #undef HIPXX_CUDA_RESOLVE_ENTRY_POINT

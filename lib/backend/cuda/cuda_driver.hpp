@@ -130,46 +130,45 @@ static_assert(sizeof(CUipcMemHandle) == 64);
 // call that takes a context.
 // `cuMemcpy` and `cuMemsetD8_v2` are the legacy-default-stream variants (not `_ptds`), so they are
 // ordered with kernels the CUDA runtime launches on the default stream of the same primary context.
-#define HIPXX_CUDA_DRIVER_ENTRY_POINTS(X)                                                                  \
-  X(cuInit, CUresult (*)(unsigned int flags))                                                              \
-  X(cuGetErrorName, CUresult (*)(CUresult error, const char** name))                                       \
-  X(cuDeviceGetCount, CUresult (*)(int* count))                                                            \
-  X(cuDeviceGet, CUresult (*)(CUdevice * device, int ordinal))                                             \
-  X(cuDeviceGetName, CUresult (*)(char* name, int length, CUdevice device))                                \
-  X(cuDeviceTotalMem_v2, CUresult (*)(std::size_t * bytes, CUdevice device))                               \
-  X(cuDeviceGetAttribute, CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device))         \
-  X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext * context, CUdevice device))                          \
-  X(cuDevicePrimaryCtxRelease_v2, CUresult (*)(CUdevice device))                                           \
-  X(cuCtxGetCurrent, CUresult (*)(CUcontext * context))                                                    \
-  X(cuCtxSetCurrent, CUresult (*)(CUcontext context))                                                      \
-  X(cuCtxSynchronize, CUresult (*)())                                                                      \
-  X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes))                                     \
-  X(cuMemFree_v2, CUresult (*)(CUdeviceptr ptr))                                                           \
-  X(cuMemcpy, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                           \
-  X(cuMemsetD8_v2, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count))                  \
-  X(cuMemAddressReserve, CUresult (*)(CUdeviceptr * ptr, std::size_t size, std::size_t alignment,          \
-                                      CUdeviceptr hint, unsigned long long flags))                         \
-  X(cuMemAddressFree, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                     \
-  X(cuMemCreate, CUresult (*)(CUmemGenericAllocationHandle * handle, std::size_t size,                     \
-                              const CUmemAllocationProp* properties, unsigned long long flags))            \
-  X(cuMemRelease, CUresult (*)(CUmemGenericAllocationHandle handle))                                       \
-  X(cuMemMap, CUresult (*)(CUdeviceptr ptr, std::size_t size, std::size_t offset,                          \
-                           CUmemGenericAllocationHandle handle, unsigned long long flags))                 \
-  X(cuMemUnmap, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                           \
-  X(cuMemSetAccess, CUresult (*)(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* descriptors,   \
-                                 std::size_t count))                                                       \
-  X(cuMemExportToShareableHandle, CUresult (*)(void* shareable, CUmemGenericAllocationHandle handle,       \
-                                               CUmemAllocationHandleType type, unsigned long long flags))  \
-  X(cuMemImportFromShareableHandle, CUresult (*)(CUmemGenericAllocationHandle * handle, void* os_handle,   \
-                                                 CUmemAllocationHandleType type))                          \
-  X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity,                                 \
-                                                const CUmemAllocationProp* properties,                     \
-                                                CUmemAllocationGranularity_flags option))                  \
-  X(cuMemAllocManaged, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, unsigned int flags))             \
-  X(cuMemPrefetchAsync, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUdevice device, CUstream stream)) \
-  X(cuMemAdvise, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUmem_advise advice, CUdevice device))   \
-  X(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle * handle, CUdeviceptr ptr))                             \
-  X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr * ptr, CUipcMemHandle handle, unsigned int flags))     \
+#define HIPXX_CUDA_DRIVER_ENTRY_POINTS(X)                                                                              \
+  X(cuInit, CUresult (*)(unsigned int flags))                                                                          \
+  X(cuGetErrorName, CUresult (*)(CUresult error, const char** name))                                                   \
+  X(cuDeviceGetCount, CUresult (*)(int* count))                                                                        \
+  X(cuDeviceGet, CUresult (*)(CUdevice * device, int ordinal))                                                         \
+  X(cuDeviceGetName, CUresult (*)(char* name, int length, CUdevice device))                                            \
+  X(cuDeviceTotalMem_v2, CUresult (*)(std::size_t * bytes, CUdevice device))                                           \
+  X(cuDeviceGetAttribute, CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device))                     \
+  X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext * context, CUdevice device))                                      \
+  X(cuDevicePrimaryCtxRelease_v2, CUresult (*)(CUdevice device))                                                       \
+  X(cuCtxGetCurrent, CUresult (*)(CUcontext * context))                                                                \
+  X(cuCtxSetCurrent, CUresult (*)(CUcontext context))                                                                  \
+  X(cuCtxSynchronize, CUresult (*)())                                                                                  \
+  X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes))                                                 \
+  X(cuMemFree_v2, CUresult (*)(CUdeviceptr ptr))                                                                       \
+  X(cuMemcpy, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                                       \
+  X(cuMemsetD8_v2, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count))                              \
+  X(cuMemAddressReserve, CUresult (*)(CUdeviceptr * ptr, std::size_t size, std::size_t alignment, CUdeviceptr hint,    \
+                                      unsigned long long flags))                                                       \
+  X(cuMemAddressFree, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                                 \
+  X(cuMemCreate, CUresult (*)(CUmemGenericAllocationHandle * handle, std::size_t size,                                 \
+                              const CUmemAllocationProp* properties, unsigned long long flags))                        \
+  X(cuMemRelease, CUresult (*)(CUmemGenericAllocationHandle handle))                                                   \
+  X(cuMemMap, CUresult (*)(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle, \
+                           unsigned long long flags))                                                                  \
+  X(cuMemUnmap, CUresult (*)(CUdeviceptr ptr, std::size_t size))                                                       \
+  X(cuMemSetAccess,                                                                                                    \
+    CUresult (*)(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* descriptors, std::size_t count))            \
+  X(cuMemExportToShareableHandle, CUresult (*)(void* shareable, CUmemGenericAllocationHandle handle,                   \
+                                               CUmemAllocationHandleType type, unsigned long long flags))              \
+  X(cuMemImportFromShareableHandle,                                                                                    \
+    CUresult (*)(CUmemGenericAllocationHandle * handle, void* os_handle, CUmemAllocationHandleType type))              \
+  X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity, const CUmemAllocationProp* properties,      \
+                                                CUmemAllocationGranularity_flags option))                              \
+  X(cuMemAllocManaged, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, unsigned int flags))                         \
+  X(cuMemPrefetchAsync, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUdevice device, CUstream stream))            \
+  X(cuMemAdvise, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUmem_advise advice, CUdevice device))               \
+  X(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle * handle, CUdeviceptr ptr))                                         \
+  X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr * ptr, CUipcMemHandle handle, unsigned int flags))                 \
   X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr ptr))
 
 // Streams, events, host calls and stream memory operations: what the backend's device queues use.
@@ -198,28 +197,28 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static
 // Looked up separately: a driver without them still runs the backend, with stream work on host
 // threads. The stream memory operations are the `_v2` symbols, which need no kernel-module option.
 // cuEventElapsedTime is resolved as cuEventElapsedTime_v2 where the driver has it (CUDA 12.8+).
-#define HIPXX_CUDA_QUEUE_ENTRY_POINTS(X)                                                                   \
-  X(cuCtxGetStreamPriorityRange, CUresult (*)(int* least, int* greatest))                                 \
-  X(cuStreamCreateWithPriority, CUresult (*)(CUstream * stream, unsigned flags, int priority))            \
-  X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                                     \
-  X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                                    \
-  X(cuStreamQuery, CUresult (*)(CUstream stream))                                                          \
-  X(cuStreamAddCallback, CUresult (*)(CUstream stream, CUstreamCallback callback, void* data, unsigned flags)) \
-  X(cuStreamWaitValue32_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint32_t value, unsigned flags)) \
-  X(cuStreamWaitValue64_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint64_t value, unsigned flags)) \
+#define HIPXX_CUDA_QUEUE_ENTRY_POINTS(X)                                                                              \
+  X(cuCtxGetStreamPriorityRange, CUresult (*)(int* least, int* greatest))                                             \
+  X(cuStreamCreateWithPriority, CUresult (*)(CUstream * stream, unsigned flags, int priority))                        \
+  X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                                                \
+  X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                                               \
+  X(cuStreamQuery, CUresult (*)(CUstream stream))                                                                     \
+  X(cuStreamAddCallback, CUresult (*)(CUstream stream, CUstreamCallback callback, void* data, unsigned flags))        \
+  X(cuStreamWaitValue32_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint32_t value, unsigned flags))  \
+  X(cuStreamWaitValue64_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint64_t value, unsigned flags))  \
   X(cuStreamWriteValue32_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint32_t value, unsigned flags)) \
   X(cuStreamWriteValue64_v2, CUresult (*)(CUstream stream, CUdeviceptr address, std::uint64_t value, unsigned flags)) \
-  X(cuMemcpyAsync, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream))    \
-  X(cuMemsetD8Async, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream)) \
-  X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                                          \
-  X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                        \
-  X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                           \
-  X(cuStreamWaitEvent, CUresult (*)(CUstream stream, CUevent event, unsigned flags))                                           \
-  X(cuEventQuery, CUresult (*)(CUevent event))                                                             \
-  X(cuEventSynchronize, CUresult (*)(CUevent event))                                                       \
-  X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                    \
-  X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                       \
-  X(cuMemFreeHost, CUresult (*)(void* pointer))                                                            \
+  X(cuMemcpyAsync, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream))                \
+  X(cuMemsetD8Async, CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream))          \
+  X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                                                     \
+  X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                                   \
+  X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                                      \
+  X(cuStreamWaitEvent, CUresult (*)(CUstream stream, CUevent event, unsigned flags))                                  \
+  X(cuEventQuery, CUresult (*)(CUevent event))                                                                        \
+  X(cuEventSynchronize, CUresult (*)(CUevent event))                                                                  \
+  X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                                \
+  X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                                  \
+  X(cuMemFreeHost, CUresult (*)(void* pointer))                                                                       \
   X(cuPointerGetAttribute, CUresult (*)(void* data, int attribute, CUdeviceptr pointer))
 
 struct QueueApi {

@@ -211,11 +211,11 @@ int driver_priority(const QueueApi& api, int priority) {
 
 std::string load_queue_entry_points(void* library, QueueApi& api) {
   std::string missing;
-#define HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT(name, type)                \
-  if (void* symbol = dlsym(library, #name); symbol != nullptr) {        \
-    api.name = reinterpret_cast<decltype(api.name)>(symbol);            \
-  } else {                                                              \
-    missing += (missing.empty() ? "" : ", ") + std::string{#name};      \
+#define HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT(name, type)           \
+  if (void* symbol = dlsym(library, #name); symbol != nullptr) {   \
+    api.name = reinterpret_cast<decltype(api.name)>(symbol);       \
+  } else {                                                         \
+    missing += (missing.empty() ? "" : ", ") + std::string{#name}; \
   }
   HIPXX_CUDA_QUEUE_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT)
 #undef HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT
@@ -229,7 +229,8 @@ std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, b
   if (bind(device) != hipSuccess) return nullptr;
   const QueueApi& api = *device.queues;
   void* pinned = nullptr;
-  if (api.cuMemHostAlloc(&pinned, sizeof(Words), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+  if (api.cuMemHostAlloc(&pinned, sizeof(Words), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
+      CUDA_SUCCESS) {
     return nullptr;
   }
   auto* words = new (pinned) Words{};

@@ -27,10 +27,10 @@
 #include "backend/host/host_ipc.hpp"
 #include "backend/host/host_queue.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,15 +59,17 @@ std::size_t page_size() noexcept {
 
 hipError_t from_errno(int error) noexcept {
   return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE) ? hipErrorOutOfMemory
-                                                                                   : hipErrorInvalidValue;
+                                                                                    : hipErrorInvalidValue;
 }
 
 int protection_of(std::span<const AccessGrant> grants) noexcept {
   // One host process stands for every device, so a page is as open as the most open device.
   int protection = PROT_NONE;
   for (const AccessGrant& grant : grants) {
-    if (grant.flags == hipMemAccessFlagsProtReadWrite) protection = PROT_READ | PROT_WRITE;
-    else if (grant.flags == hipMemAccessFlagsProtRead && protection == PROT_NONE) protection = PROT_READ;
+    if (grant.flags == hipMemAccessFlagsProtReadWrite)
+      protection = PROT_READ | PROT_WRITE;
+    else if (grant.flags == hipMemAccessFlagsProtRead && protection == PROT_NONE)
+      protection = PROT_READ;
   }
   return protection;
 }
@@ -92,7 +94,7 @@ std::string host_shmem_thp_setting() {
   const std::size_t open = text.find('[');
   const std::size_t close = text.find(']', open);
   return open == std::string::npos || close == std::string::npos ? std::string{}
-                                                                  : text.substr(open + 1, close - open - 1);
+                                                                 : text.substr(open + 1, close - open - 1);
 }
 
 // With shmem_enabled "advise": allocates the memfd's pages by write faults in a temporary mapping
@@ -288,9 +290,11 @@ class HostBackend final : public Backend {
 
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     if (bytes == sizeof(std::uint32_t)) {
-      *value = std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
+      *value =
+          std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
     } else {
-      *value = std::atomic_ref{*static_cast<std::uint64_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
+      *value =
+          std::atomic_ref{*static_cast<std::uint64_t*>(const_cast<void*>(address))}.load(std::memory_order_acquire);
     }
     return hipSuccess;
   }
