@@ -319,7 +319,8 @@ void Runtime::after_synchronize(int device) { pools_.trim_to_thresholds(device);
 
 hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream) {
   if (ptr == nullptr) return hipErrorInvalidValue;
-  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  // By reference, into this thread's cache: nothing below resolves another stream.
+  const std::shared_ptr<Stream>& target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
   std::shared_ptr<MemoryPool> source;
   if (pool == nullptr) {
@@ -346,7 +347,8 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
 
 hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   if (ptr == nullptr) return hipErrorInvalidValue;
-  const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
+  // By reference, into this thread's cache: nothing below resolves another stream.
+  const std::shared_ptr<Stream>& target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   const std::shared_ptr<MemoryPool> pool = pools_.owner_of(address);

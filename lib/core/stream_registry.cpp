@@ -15,20 +15,41 @@ struct PerThreadStreams {
     for (const auto& [device, stream] : by_device) (void)registry->destroy(stream);
   }
 };
-thread_local PerThreadStreams per_thread_streams;
 
 // The last handle this thread resolved: the allocator's hot path resolves the same stream over and
-// over, and this spares it the registry's lock. Weak, so a cache never keeps a destroyed stream alive.
+// over, and this spares it the registry's lock and any atomic operation. It holds the stream: a
+// stream destroyed meanwhile changes the registry's generation, so the next resolve on this thread
+// lets it go (the destroying thread lets go of its own at once); until then it only delays the end
+// of a stream nobody can name any more. The null stream is held without ownership.
 struct ResolvedStream {
   const void* registry = nullptr;
   hipStream_t handle = nullptr;
   int device = -1;
   std::uint64_t generation = 0;
-  Stream* null_stream = nullptr;
-  std::weak_ptr<Stream> stream;
+  std::shared_ptr<Stream> stream;
 };
+
+// Trivially destructible, so it can still be read while the thread's other thread_locals go.
+thread_local bool thread_state_gone = false;
+
+struct MarksThreadStateGone {
+  MarksThreadStateGone() = default;
+  MarksThreadStateGone(const MarksThreadStateGone&) = delete;
+  MarksThreadStateGone& operator=(const MarksThreadStateGone&) = delete;
+  ~MarksThreadStateGone() { thread_state_gone = true; }
+};
+
+// One object, members destroyed in reverse order: the per-thread streams go first, while the cache
+// their destruction uses is still there, and the flag last.
+struct ThreadState {
+  MarksThreadStateGone gone;
+  ResolvedStream last;
+  PerThreadStreams per_thread;
+};
+
+const std::shared_ptr<Stream> no_stream;
 // Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
-__attribute__((tls_model("initial-exec"))) thread_local ResolvedStream last_resolved;
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState thread_state;
 
 }  // namespace
 
@@ -57,6 +78,10 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
     doomed = std::move(found->second);
     streams_.erase(found);
     generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // This thread's cache lets go at once; other threads' caches do at their next resolve.
+  if (!thread_state_gone) {
+    if (ResolvedStream& last = thread_state.last; last.registry == this && last.handle == stream) last = ResolvedStream{};
   }
   // hipStreamDestroy returns at once, as on a GPU: a stream with work still queued hands its last
   // reference to a final task of its own, so it goes on its worker thread once that work is done.
@@ -88,34 +113,40 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
   return hipSuccess;
 }
 
-std::shared_ptr<Stream> StreamRegistry::resolve(hipStream_t stream, int current_device) {
+const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int current_device) {
   if (stream == hipStreamPerThread) {
-    auto [entry, inserted] = per_thread_streams.by_device.try_emplace(current_device, nullptr);
+    auto [entry, inserted] = thread_state.per_thread.by_device.try_emplace(current_device, nullptr);
     if (inserted) {
-      per_thread_streams.registry = this;
-      if (create(&entry->second, StreamTraits{.device = current_device}) != hipSuccess) return nullptr;
+      thread_state.per_thread.registry = this;
+      if (create(&entry->second, StreamTraits{.device = current_device}) != hipSuccess) return no_stream;
     }
     stream = entry->second;
   }
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
-  ResolvedStream& last = last_resolved;
+  // After this thread's state went (a thread_local of the application's, destroyed later, calling
+  // in), there is nowhere to keep the stream: such a late call gets no stream.
+  if (thread_state_gone) return no_stream;
+  ResolvedStream& last = thread_state.last;
   if (last.registry == this && last.handle == stream && last.device == current_device &&
-      last.generation == generation) {
-    if (last.null_stream != nullptr) return {std::shared_ptr<Stream>{}, last.null_stream};
-    if (std::shared_ptr<Stream> cached = last.stream.lock()) return cached;
+      last.generation == generation && last.stream) {
+    return last.stream;
   }
-  std::lock_guard lock{mutex_};
-  if (names_null_stream(stream)) {
-    // The null stream is owned by the registry for the life of the process; callers hold it by
-    // a non-owning shared_ptr.
-    Stream* null_stream = &null_stream_locked(current_device);
-    last = ResolvedStream{this, stream, current_device, generation, null_stream, {}};
-    return {std::shared_ptr<Stream>{}, null_stream};
+  std::shared_ptr<Stream> found_stream;
+  {
+    std::lock_guard lock{mutex_};
+    if (names_null_stream(stream)) {
+      // The null stream is owned by the registry for the life of the process; callers hold it by
+      // a non-owning shared_ptr.
+      found_stream = std::shared_ptr<Stream>{std::shared_ptr<Stream>{}, &null_stream_locked(current_device)};
+    } else if (const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream)); found != streams_.end()) {
+      found_stream = found->second;
+    } else {
+      return no_stream;
+    }
   }
-  const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
-  if (found == streams_.end()) return nullptr;
-  last = ResolvedStream{this, stream, current_device, generation, nullptr, found->second};
-  return found->second;
+  // Outside the lock: replacing the cache may drop the last reference to a destroyed stream.
+  last = ResolvedStream{this, stream, current_device, generation, std::move(found_stream)};
+  return last.stream;
 }
 
 Stream& StreamRegistry::null_stream_locked(int device) {

@@ -26,8 +26,10 @@ class StreamRegistry {
 
   [[nodiscard]] hipError_t create(hipStream_t* stream, StreamTraits traits);
   [[nodiscard]] hipError_t destroy(hipStream_t stream);
-  // The stream a handle names for the calling thread, or null for an unknown handle.
-  [[nodiscard]] std::shared_ptr<Stream> resolve(hipStream_t stream, int current_device);
+  // The stream a handle names for the calling thread, or null for an unknown handle. The reference
+  // is to this thread's cache: good until the thread's next resolve, so a caller that resolves again
+  // meanwhile (or keeps the stream) takes a copy.
+  [[nodiscard]] const std::shared_ptr<Stream>& resolve(hipStream_t stream, int current_device);
 
   // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
   std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
