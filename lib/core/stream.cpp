@@ -135,12 +135,10 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     // The point is on the other's device queue (or done): wait there, in a way the driver sees.
     // Otherwise the other stream's host thread still has work before it, and this stream's host
     // thread waits for it; this stream's later work is held back behind that wait.
-    if (lane_idle_locked() && other->device_tail_ >= point) {
-      if (queue_->wait_queue(*other->queue_) == hipSuccess) {
-        device_tail_ = sequence;
-        if (queue_->mark(sequence) == hipSuccess) return sequence;
-        return sequence;
-      }
+    if (lane_idle_locked() && other->device_tail_ >= point &&
+        submit_locked([&other](backend::Queue& queue) { return queue.wait_queue(*other->queue_); }, sequence) ==
+            hipSuccess) {
+      return sequence;
     }
     push_host_task({.sequence = sequence, .work = std::move(on_host)});
   }
