@@ -18,8 +18,7 @@ hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr
                            std::shared_ptr<EventMarker> marker) {
   const int device = where->traits().device;
   marker->timestamp = event.timestamp_on(device, [&] {
-    return std::shared_ptr<hipxx::backend::Timestamp>{
-        runtime.backend().create_timestamp(device, event.timing(), (event.flags() & hipEventBlockingSync) != 0)};
+    return std::shared_ptr<hipxx::backend::Timestamp>{runtime.backend().create_timestamp(device, event.timing())};
   });
   if (!marker->timestamp) return hipErrorOutOfMemory;
   std::uint64_t sequence = 0;

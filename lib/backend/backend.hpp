@@ -46,7 +46,8 @@ struct AccessGrant {
 // waits on the host).
 enum class WaitCondition { at_least, equal, any_common_bit, some_bit_clear_in_both };
 
-// A point in a queue that the device timestamps when it gets there (a CUevent on CUDA).
+// A point in a queue that the device timestamps when it gets there (a CUevent on CUDA). Whether
+// the point was passed is the stream's progress word's to say; this gives only the times.
 class Timestamp {
  public:
   Timestamp() = default;
@@ -54,9 +55,6 @@ class Timestamp {
   Timestamp& operator=(const Timestamp&) = delete;
   virtual ~Timestamp() = default;
 
-  // hipSuccess once the device passed the latest point recorded, hipErrorNotReady before.
-  [[nodiscard]] virtual hipError_t query() = 0;
-  [[nodiscard]] virtual hipError_t synchronize() = 0;
   // Milliseconds from `start`'s latest point to this one's; both must have been passed.
   [[nodiscard]] virtual hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const = 0;
 };
@@ -168,10 +166,7 @@ class Backend {
   // Why create_queue gives null, or "" where it gives queues.
   [[nodiscard]] virtual std::string queues_unavailable() const { return "the backend has no device queues"; }
   // Null where create_queue is.
-  [[nodiscard]] virtual std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool /*timing*/,
-                                                                    bool /*blocking_sync*/) {
-    return nullptr;
-  }
+  [[nodiscard]] virtual std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool /*timing*/) { return nullptr; }
 };
 
 // Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.

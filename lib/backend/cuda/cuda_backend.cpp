@@ -134,9 +134,9 @@ class CudaBackend final : public Backend {
 
   std::string queues_unavailable() const override { return queues_unavailable_; }
 
-  std::unique_ptr<Timestamp> create_timestamp(int device, bool timing, bool blocking_sync) override {
+  std::unique_ptr<Timestamp> create_timestamp(int device, bool timing) override {
     if (!valid(device) || queue_devices_.empty()) return nullptr;
-    return cuda::make_timestamp(queue_devices_[static_cast<std::size_t>(device)], timing, blocking_sync);
+    return cuda::make_timestamp(queue_devices_[static_cast<std::size_t>(device)], timing);
   }
 
   std::string_view name() const noexcept override { return "cuda"; }

@@ -181,7 +181,6 @@ inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr
 inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
-inline constexpr unsigned CU_EVENT_BLOCKING_SYNC = 0x1;
 inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 inline constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;
 inline constexpr unsigned CU_STREAM_WAIT_VALUE_EQ = 0x1;
@@ -214,8 +213,6 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static
   X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                                   \
   X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                                      \
   X(cuStreamWaitEvent, CUresult (*)(CUstream stream, CUevent event, unsigned flags))                                  \
-  X(cuEventQuery, CUresult (*)(CUevent event))                                                                        \
-  X(cuEventSynchronize, CUresult (*)(CUevent event))                                                                  \
   X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                                \
   X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                                  \
   X(cuMemFreeHost, CUresult (*)(void* pointer))                                                                       \

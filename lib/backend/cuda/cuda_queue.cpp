@@ -44,17 +44,6 @@ class CudaTimestamp final : public Timestamp {
     if (bind(device_) == hipSuccess) (void)device_.queues->cuEventDestroy_v2(event_);
   }
 
-  hipError_t query() override {
-    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
-    const CUresult result = device_.queues->cuEventQuery(event_);
-    return result == CUDA_ERROR_NOT_READY ? hipErrorNotReady : to_hip(result);
-  }
-
-  hipError_t synchronize() override {
-    if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
-    return to_hip(device_.queues->cuEventSynchronize(event_));
-  }
-
   hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
     const auto* begin = dynamic_cast<const CudaTimestamp*>(&start);
     if (begin == nullptr) return hipErrorInvalidHandle;
@@ -245,11 +234,10 @@ std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, b
   return std::make_unique<CudaQueue>(device, stream, !null_stream, words);
 }
 
-std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing, bool blocking_sync) {
+std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing) {
   if (bind(device) != hipSuccess) return nullptr;
   unsigned flags = CU_EVENT_DEFAULT;
   if (!timing) flags |= CU_EVENT_DISABLE_TIMING;
-  if (blocking_sync) flags |= CU_EVENT_BLOCKING_SYNC;
   CUevent event = nullptr;
   if (device.queues->cuEventCreate(&event, flags) != CUDA_SUCCESS) return nullptr;
   return std::make_unique<CudaTimestamp>(device, event);

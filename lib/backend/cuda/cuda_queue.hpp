@@ -28,6 +28,6 @@ struct QueueDevice {
 // Null when the driver refuses the stream or its progress words.
 [[nodiscard]] std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, bool blocking,
                                                 int priority);
-[[nodiscard]] std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing, bool blocking_sync);
+[[nodiscard]] std::unique_ptr<Timestamp> make_timestamp(const QueueDevice& device, bool timing);
 
 }  // namespace hipxx::backend::cuda

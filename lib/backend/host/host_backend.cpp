@@ -364,7 +364,7 @@ class HostBackend final : public Backend {
     return queues_ ? "" : "the host backend runs stream work on host threads unless HIPXX_HOST_QUEUES=1";
   }
 
-  std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool timing, bool /*blocking_sync*/) override {
+  std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool timing) override {
     return queues_ ? make_host_timestamp(timing) : nullptr;
   }
 

@@ -52,16 +52,6 @@ class TimestampState {
       passed_ = record;
       at_ = Clock::now();
     }
-    passed_signal_.notify_all();
-  }
-  [[nodiscard]] bool passed() const {
-    std::lock_guard lock{mutex_};
-    return passed_ >= recorded_.load(std::memory_order_acquire);
-  }
-  void wait() const {
-    const std::uint64_t wanted = recorded_.load(std::memory_order_acquire);
-    std::unique_lock lock{mutex_};
-    passed_signal_.wait(lock, [&] { return passed_ >= wanted; });
   }
   // Whether the latest record has been passed, and when.
   [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
@@ -72,7 +62,6 @@ class TimestampState {
  private:
   std::atomic<std::uint64_t> recorded_{0};
   mutable std::mutex mutex_;
-  mutable std::condition_variable passed_signal_;
   std::uint64_t passed_ = 0;
   Clock::time_point at_{};
 };
@@ -80,13 +69,6 @@ class TimestampState {
 class HostTimestamp final : public Timestamp {
  public:
   explicit HostTimestamp(bool timing) : timing_(timing) {}
-
-  hipError_t query() override { return state_->passed() ? hipSuccess : hipErrorNotReady; }
-
-  hipError_t synchronize() override {
-    state_->wait();
-    return hipSuccess;
-  }
 
   hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
     const auto* begin = dynamic_cast<const HostTimestamp*>(&start);
