@@ -20,6 +20,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/cuda/cuda_queue.hpp"
+#include "backend/cuda/entry_points.hpp"
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
@@ -731,12 +732,7 @@ DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordina
 // Resolves every entry point, or names the ones this libcuda lacks.
 std::string load_entry_points(void* library, DriverApi& api) {
   std::string missing;
-#define HIPXX_CUDA_RESOLVE_ENTRY_POINT(name, type)                 \
-  if (void* symbol = dlsym(library, #name); symbol != nullptr) {   \
-    api.name = reinterpret_cast<decltype(api.name)>(symbol);       \
-  } else {                                                         \
-    missing += (missing.empty() ? "" : ", ") + std::string{#name}; \
-  }
+#define HIPXX_CUDA_RESOLVE_ENTRY_POINT(name, type) cuda::resolve_entry_point(library, #name, api.name, missing);
   HIPXX_CUDA_DRIVER_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_ENTRY_POINT)
 #undef HIPXX_CUDA_RESOLVE_ENTRY_POINT
   return missing;

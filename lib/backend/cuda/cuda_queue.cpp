@@ -12,6 +12,7 @@
 // CU_STREAM_DEFAULT, so the driver orders them against it too; non-blocking ones with
 // CU_STREAM_NON_BLOCKING.
 #include "backend/cuda/cuda_queue.hpp"
+#include "backend/cuda/entry_points.hpp"
 
 #include <dlfcn.h>
 
@@ -200,12 +201,7 @@ int driver_priority(const QueueApi& api, int priority) {
 
 std::string load_queue_entry_points(void* library, QueueApi& api) {
   std::string missing;
-#define HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT(name, type)           \
-  if (void* symbol = dlsym(library, #name); symbol != nullptr) {   \
-    api.name = reinterpret_cast<decltype(api.name)>(symbol);       \
-  } else {                                                         \
-    missing += (missing.empty() ? "" : ", ") + std::string{#name}; \
-  }
+#define HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT(name, type) resolve_entry_point(library, #name, api.name, missing);
   HIPXX_CUDA_QUEUE_ENTRY_POINTS(HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT)
 #undef HIPXX_CUDA_RESOLVE_QUEUE_ENTRY_POINT
   if (void* newer = dlsym(library, "cuEventElapsedTime_v2"); newer != nullptr) {
