@@ -17,6 +17,7 @@
 // the CUDA runtime uses too, so memory and kernels of an application mixing hipxx with CUDA code meet
 // in the same context. Before each driver call the backend makes the right one current on the calling
 // thread: the named device's for per-device operations, else the thread's current HIP device's.
+#include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/cuda/cuda_queue.hpp"
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -71,6 +73,16 @@ using cuda::to_hip;
 // the books divide by it, so it must never be zero. 2 MiB is what every VMM-capable NVIDIA GPU reports.
 constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
 
+// The address arena's chunks: 64 GiB of the unified address space each, aligned to the largest
+// granularity any device recommends, for requests of up to 4 GiB.
+AddressArena::Shape arena_shape(const std::vector<DeviceProperties>& devices) {
+  std::size_t alignment = kFallbackGranularity;
+  for (const DeviceProperties& device : devices) alignment = std::max(alignment, device.recommended_granularity);
+  return {.chunk_size = std::size_t{64} << 30,
+          .chunk_alignment = std::bit_ceil(alignment),
+          .largest = std::size_t{4} << 30};
+}
+
 // "CUDA_ERROR_NO_DEVICE (100)", for the messages hipxxGetBackendError returns.
 std::string describe(const DriverApi& api, CUresult result) {
   const char* name = nullptr;
@@ -110,6 +122,7 @@ class CudaBackend final : public Backend {
         handles_(std::move(handles)),
         devices_(std::move(devices)) {
     spare_mapping_nodes_.reserve(kSpareMappingNodes);  // so that keeping a node never allocates
+    if (bind(0) == hipSuccess) (void)arena_.prepare();  // where it cannot, reservations go to the driver
     if (queue_api_) {
       for (const DeviceHandles& device : handles_) {
         // Progress words are 64-bit: a device without 64-bit stream memory operations gets none.
@@ -144,7 +157,21 @@ class CudaBackend final : public Backend {
   int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
   const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
 
+  // Ordinary reservations come from the arena's chunks, each one cuMemAddressReserve made once:
+  // sub-ranges of a reservation map like reservations of their own, as long as no mapping
+  // straddles two (the arena never hands out such a range).
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
+    if (hint != 0 && arena_.holds(hint)) {
+      if (const std::uintptr_t at = arena_.take_at(hint, size); at != 0) {
+        *va = pointer_to(at);
+        return hipSuccess;
+      }
+    } else if (arena_.serves(size, alignment)) {
+      if (const std::uintptr_t at = arena_.take(size, alignment); at != 0) {
+        *va = pointer_to(at);
+        return hipSuccess;
+      }
+    }
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     CUdeviceptr at = 0;
     if (const CUresult result = api_.cuMemAddressReserve(&at, size, alignment, hint, 0); result != cuda::CUDA_SUCCESS) {
@@ -155,6 +182,7 @@ class CudaBackend final : public Backend {
   }
 
   hipError_t free_reservation(void* va, std::size_t size) override {
+    if (arena_.give_back(address_of(va), size)) return hipSuccess;
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     return to_hip(api_.cuMemAddressFree(address_of(va), size));
   }
@@ -673,6 +701,13 @@ class CudaBackend final : public Backend {
   std::vector<MappingTable::node_type> spare_mapping_nodes_;  // capacity kSpareMappingNodes, from the start
   std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
   std::unordered_map<CUmemGenericAllocationHandle, int> import_fds_;  // imported handle -> its fd, kept open
+  AddressArena arena_{arena_shape(devices_),
+                      [this](std::size_t size, std::size_t alignment) -> std::uintptr_t {
+                        CUdeviceptr at = 0;
+                        if (bind_calling_thread() != hipSuccess) return 0;
+                        return api_.cuMemAddressReserve(&at, size, alignment, 0, 0) == cuda::CUDA_SUCCESS ? at : 0;
+                      },
+                      [this](std::uintptr_t base, std::size_t size) { (void)api_.cuMemAddressFree(base, size); }};
 };
 
 int attribute(const DriverApi& api, cuda::CUdevice_attribute which, CUdevice device) {

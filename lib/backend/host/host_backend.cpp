@@ -23,6 +23,7 @@
 // then fallocates as ever (which fills any gap and reports a shortage). With "never" (or "deny", or
 // no THP) nothing changes. Either way the granularity stays the page size: huge pages are an
 // optimisation the kernel makes where sizes and addresses allow, never a rule callers must follow.
+#include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
 #include "backend/host/host_queue.hpp"
@@ -56,6 +57,32 @@ std::size_t page_size() noexcept {
   static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
 }
+
+constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// A PROT_NONE range of `size` bytes starting on a multiple of `alignment`, or 0 with errno set. It
+// over-reserves by the alignment and trims both ends: three system calls, which is why ordinary
+// reservations come from the arena's chunks instead.
+std::uintptr_t reserve_aligned(std::size_t size, std::size_t alignment) noexcept {
+  const std::size_t slack = alignment > page_size() ? alignment : 0;
+  if (size > SIZE_MAX - slack) {  // size + slack would wrap around
+    errno = ENOMEM;
+    return 0;
+  }
+  void* raw = mmap(nullptr, size + slack, PROT_NONE, kReserveFlags, -1, 0);
+  if (raw == MAP_FAILED) return 0;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::uintptr_t tail = start + size + slack - (aligned + size);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  return aligned;
+}
+
+// Address space for ordinary reservations: 64 GiB chunks on 1 GiB boundaries, serving requests up to
+// 4 GiB. Larger ones (a growable array's whole capacity, say) are reserved directly.
+constexpr AddressArena::Shape kArenaShape{
+    .chunk_size = std::size_t{64} << 30, .chunk_alignment = std::size_t{1} << 30, .largest = std::size_t{4} << 30};
 
 hipError_t from_errno(int error) noexcept {
   return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE) ? hipErrorOutOfMemory
@@ -152,6 +179,7 @@ class HostBackend final : public Backend {
           .concurrent_managed_access = true,
       });
     }
+    (void)arena_.prepare();  // where it cannot, reservations are made directly
   }
 
   std::string_view name() const noexcept override { return "host"; }
@@ -159,29 +187,35 @@ class HostBackend final : public Backend {
   const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
 
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     if (hint != 0 && hint % alignment == 0) {
-      void* at = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
-      if (at != MAP_FAILED) {
-        *va = at;
+      if (const std::uintptr_t at = reserve_at(hint, size); at != 0) {
+        *va = reinterpret_cast<void*>(at);
         return hipSuccess;
       }
     }
-    // Over-reserve by the alignment and trim both ends so the range starts on an aligned address.
-    const std::size_t slack = alignment > page_size() ? alignment : 0;
-    if (size > SIZE_MAX - slack) return hipErrorOutOfMemory;  // size + slack would wrap around
-    void* raw = mmap(nullptr, size + slack, PROT_NONE, kFlags, -1, 0);
-    if (raw == MAP_FAILED) return from_errno(errno);
-    const auto start = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
-    if (aligned > start) munmap(raw, aligned - start);
-    const std::uintptr_t tail = start + size + slack - (aligned + size);
-    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
-    *va = reinterpret_cast<void*>(aligned);
+    if (arena_.serves(size, alignment)) {
+      if (const std::uintptr_t at = arena_.take(size, alignment); at != 0) {
+        *va = reinterpret_cast<void*>(at);
+        return hipSuccess;
+      }
+    }
+    const std::uintptr_t at = reserve_aligned(size, alignment);
+    if (at == 0) return from_errno(errno);
+    *va = reinterpret_cast<void*>(at);
     return hipSuccess;
   }
 
+  // The range at `hint`, from the arena where the hint lies in it, else from the system; 0 where it
+  // is not free.
+  std::uintptr_t reserve_at(std::uintptr_t hint, std::size_t size) {
+    if (arena_.holds(hint)) return arena_.take_at(hint, size);
+    void* at = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, kReserveFlags | MAP_FIXED_NOREPLACE, -1, 0);
+    return at == MAP_FAILED ? 0 : reinterpret_cast<std::uintptr_t>(at);
+  }
+
   hipError_t free_reservation(void* va, std::size_t size) override {
+    // An arena range goes back to the arena still reserved (unmap left its placeholder in place).
+    if (arena_.give_back(reinterpret_cast<std::uintptr_t>(va), size)) return hipSuccess;
     return munmap(va, size) == 0 ? hipSuccess : from_errno(errno);
   }
 
@@ -380,6 +414,8 @@ class HostBackend final : public Backend {
   std::vector<DeviceProperties> devices_;
   host::IpcExports ipc_exports_;
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";
+  AddressArena arena_{kArenaShape, reserve_aligned,
+                      [](std::uintptr_t base, std::size_t size) { munmap(reinterpret_cast<void*>(base), size); }};
 };
 
 }  // namespace
