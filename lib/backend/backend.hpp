@@ -128,8 +128,10 @@ class Backend {
   // One whole physical allocation into part of one reservation; no access until set_access.
   [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;
   [[nodiscard]] virtual hipError_t unmap(void* va, std::size_t size) = 0;
-  // Replaces the access of every device to one whole mapping (one grant per device).
-  [[nodiscard]] virtual hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) = 0;
+  // Replaces the access of every device to one whole mapping (one grant per device). `handle` is the
+  // allocation the mapping shows, for a backend that revokes access by mapping it afresh.
+  [[nodiscard]] virtual hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
+                                              PhysicalHandle handle) = 0;
 
   // Data movement between any two addresses the books have validated.
   [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;

@@ -181,8 +181,8 @@ hipError_t Runtime::apply_access_locked(MappingRecord& mapping, const AccessList
   for (std::size_t device = 0; device < grants_scratch_.size(); ++device) {
     grants_scratch_[device] = {.device = static_cast<int>(device), .flags = access.of(static_cast<int>(device))};
   }
-  if (const hipError_t error =
-          backend_->set_access(reinterpret_cast<void*>(mapping.base), mapping.size, grants_scratch_);
+  if (const hipError_t error = backend_->set_access(reinterpret_cast<void*>(mapping.base), mapping.size,
+                                                    grants_scratch_, mapping.allocation->physical);
       error != hipSuccess) {
     return error;
   }

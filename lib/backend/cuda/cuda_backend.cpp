@@ -256,15 +256,11 @@ class CudaBackend final : public Backend {
     return hipSuccess;
   }
 
+  // A new mapping grants no device anything, which is what the table says of a mapping it lacks: the
+  // mapping is booked here at its first set_access, so map itself is the driver call alone.
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    std::lock_guard lock{mutex_};
-    // Booked before the driver call, because booking is what may throw. A new mapping is
-    // inaccessible to every device until cuMemSetAccess (an empty `granted`).
-    const auto booked = book_mapping_locked(
-        address_of(va), MappingState{.size = size, .handle = handle.value, .mapped = true, .granted = {}});
     if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0); result != cuda::CUDA_SUCCESS) {
-      forget_mapping_locked(booked);
       // The driver answers a size that is not the allocation's (which the books cannot check for an
       // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
       return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
@@ -298,11 +294,12 @@ class CudaBackend final : public Backend {
   // The books already refuse hipMemcpy/hipMemset through a device without access; the re-map is what
   // makes a kernel's access fault as well, as it does on AMD. Like the host backend, revoking access
   // while kernels still use the range is the application's race.
-  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) override {
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
+                        PhysicalHandle handle) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     std::lock_guard lock{mutex_};
-    const auto found = mappings_.find(address_of(va));
-    if (found == mappings_.end() || found->second.size != size) return hipErrorInvalidValue;
+    const auto found = book_mapping_locked(
+        address_of(va), MappingState{.size = size, .handle = handle.value, .mapped = true, .granted = {}});
     MappingState& mapping = found->second;
 
     std::vector<CUmemAccess_flags> wanted = no_access();
@@ -517,16 +514,15 @@ class CudaBackend final : public Backend {
     return mapping.granted.empty() ? cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE : mapping.granted[device];
   }
 
-  // Books `state` at `va` (replacing a stale entry, if any). May throw std::bad_alloc.
-  MappingTable::iterator book_mapping_locked(CUdeviceptr va, const MappingState& state) {
-    if (spare_mapping_nodes_.empty()) return mappings_.insert_or_assign(va, state).first;
+  // The entry of the mapping at `va`, booked as `fresh` where there is none yet. May throw std::bad_alloc.
+  MappingTable::iterator book_mapping_locked(CUdeviceptr va, const MappingState& fresh) {
+    if (const auto found = mappings_.find(va); found != mappings_.end()) return found;
+    if (spare_mapping_nodes_.empty()) return mappings_.emplace(va, fresh).first;
     MappingTable::node_type node = std::move(spare_mapping_nodes_.back());
     spare_mapping_nodes_.pop_back();
     node.key() = va;
-    node.mapped() = state;
-    const auto inserted = mappings_.insert(std::move(node));
-    if (!inserted.inserted) inserted.position->second = state;
-    return inserted.position;
+    node.mapped() = fresh;
+    return mappings_.insert(std::move(node)).position;
   }
 
   void forget_mapping_locked(MappingTable::iterator mapping) {

@@ -284,7 +284,8 @@ class HostBackend final : public Backend {
     return at == MAP_FAILED ? hipErrorUnmapFailed : hipSuccess;
   }
 
-  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants) override {
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
+                        PhysicalHandle /*handle*/) override {
     return mprotect(va, size, protection_of(grants)) == 0 ? hipSuccess : from_errno(errno);
   }
 
