@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -186,7 +187,9 @@ std::string touch_in_child(void* addr, bool write, unsigned char expect) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    struct rlimit no_core {0, 0};
+    struct rlimit no_core {
+      0, 0
+    };
     setrlimit(RLIMIT_CORE, &no_core);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -212,8 +215,7 @@ std::string touch_in_child(void* addr, bool write, unsigned char expect) {
 void require_host_backend() {
   const char* name = hipxxGetBackendName();
   REQUIRE_MESSAGE(name != nullptr, "no backend started");
-  REQUIRE_MESSAGE(std::string{name} == "host",
-                  "these tests check the host backend; run them with HIPXX_BACKEND=host");
+  REQUIRE_MESSAGE(std::string{name} == "host", "these tests check the host backend; run them with HIPXX_BACKEND=host");
 }
 
 Handle forged_handle() { return reinterpret_cast<Handle>(static_cast<std::uintptr_t>(0x12340)); }
@@ -245,19 +247,15 @@ TEST_CASE("granularity: refused arguments") {
                 hipErrorInvalidValue);
   hipMemAllocationProp bad = good;
   bad.type = hipMemAllocationTypeInvalid;
-  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
   bad = good;
   bad.location.type = hipMemLocationTypeInvalid;
-  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
   bad = good;
   bad.location.id = past_last_device();
-  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
   bad.location.id = -1;
-  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetAllocationGranularity(&value, &bad, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
   CHECK(value == 77);
 }
 
@@ -348,12 +346,12 @@ TEST_CASE("free: refused arguments change nothing") {
   void* const base = mapped.base;
 
   CHECK_REFUSED(hipMemAddressFree(nullptr, 4 * G), hipErrorInvalidValue);
-  CHECK_REFUSED(hipMemAddressFree(at(base, G), 3 * G), hipErrorInvalidValue);   // interior start
-  CHECK_REFUSED(hipMemAddressFree(base, 3 * G), hipErrorInvalidValue);          // shorter
-  CHECK_REFUSED(hipMemAddressFree(base, 5 * G), hipErrorInvalidValue);          // longer
+  CHECK_REFUSED(hipMemAddressFree(at(base, G), 3 * G), hipErrorInvalidValue);  // interior start
+  CHECK_REFUSED(hipMemAddressFree(base, 3 * G), hipErrorInvalidValue);  // shorter
+  CHECK_REFUSED(hipMemAddressFree(base, 5 * G), hipErrorInvalidValue);  // longer
   CHECK_REFUSED(hipMemAddressFree(base, 0), hipErrorInvalidValue);
   int on_stack = 0;
-  CHECK_REFUSED(hipMemAddressFree(&on_stack, G), hipErrorInvalidValue);         // never reserved
+  CHECK_REFUSED(hipMemAddressFree(&on_stack, G), hipErrorInvalidValue);  // never reserved
   // A mapping inside: refused, and the mapping keeps working.
   CHECK_REFUSED(hipMemAddressFree(base, 4 * G), hipErrorInvalidValue);
   CHECK(mapped.intact());
@@ -570,11 +568,11 @@ TEST_CASE("map: refused arguments change nothing") {
   Handle two = create(2 * G);
 
   CHECK_REFUSED(hipMemMap(nullptr, G, 0, one, 0), hipErrorInvalidValue);
-  CHECK_REFUSED(hipMemMap(base, G, G, one, 0), hipErrorInvalidValue);         // offset must be 0
+  CHECK_REFUSED(hipMemMap(base, G, G, one, 0), hipErrorInvalidValue);  // offset must be 0
   CHECK_REFUSED(hipMemMap(base, 2 * G, G, two, 0), hipErrorInvalidValue);
-  CHECK_REFUSED(hipMemMap(base, G, 0, one, 1), hipErrorInvalidValue);         // flags must be 0
-  CHECK_REFUSED(hipMemMap(base, 2 * G, 0, one, 0), hipErrorInvalidValue);     // bigger than the allocation
-  CHECK_REFUSED(hipMemMap(base, G, 0, two, 0), hipErrorInvalidValue);         // smaller than the allocation
+  CHECK_REFUSED(hipMemMap(base, G, 0, one, 1), hipErrorInvalidValue);  // flags must be 0
+  CHECK_REFUSED(hipMemMap(base, 2 * G, 0, one, 0), hipErrorInvalidValue);  // bigger than the allocation
+  CHECK_REFUSED(hipMemMap(base, G, 0, two, 0), hipErrorInvalidValue);  // smaller than the allocation
   CHECK_REFUSED(hipMemMap(base, 0, 0, one, 0), hipErrorInvalidValue);
   CHECK_REFUSED(hipMemMap(at(base, 1), G, 0, one, 0), hipErrorInvalidValue);  // not granular
   CHECK_REFUSED(hipMemMap(base, G, 0, nullptr, 0), hipErrorInvalidValue);
@@ -609,16 +607,16 @@ TEST_CASE("map: overlapping an existing mapping is refused") {
   Mapped mapped(2 * G, 21, 6 * G);  // [0, 2G) mapped inside [0, 6G)
   Handle one = create(G);
   Handle two = create(2 * G);
-  CHECK_REFUSED(hipMemMap(mapped.base, 2 * G, 0, two, 0), hipErrorInvalidValue);        // same range
-  CHECK_REFUSED(hipMemMap(mapped.base, G, 0, one, 0), hipErrorInvalidValue);            // its first granule
-  CHECK_REFUSED(hipMemMap(at(mapped.base, G), G, 0, one, 0), hipErrorInvalidValue);     // its last granule
-  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue); // straddles its end
+  CHECK_REFUSED(hipMemMap(mapped.base, 2 * G, 0, two, 0), hipErrorInvalidValue);  // same range
+  CHECK_REFUSED(hipMemMap(mapped.base, G, 0, one, 0), hipErrorInvalidValue);  // its first granule
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), G, 0, one, 0), hipErrorInvalidValue);  // its last granule
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue);  // straddles its end
   CHECK(mapped.intact());
   CHECK(access_of(mapped.base) == hipMemAccessFlagsProtReadWrite);
   // Right after it: fine. Then anything touching that second mapping [2G, 3G): refused.
   REQUIRE(hipMemMap(at(mapped.base, 2 * G), G, 0, one, 0) == hipSuccess);
   CHECK_REFUSED(hipMemMap(at(mapped.base, 2 * G), 2 * G, 0, two, 0), hipErrorInvalidValue);  // its start
-  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue);      // both
+  CHECK_REFUSED(hipMemMap(at(mapped.base, G), 2 * G, 0, two, 0), hipErrorInvalidValue);  // both
   CHECK(hipMemMap(at(mapped.base, 3 * G), 2 * G, 0, two, 0) == hipSuccess);
   CHECK(hipMemUnmap(at(mapped.base, 2 * G), 3 * G) == hipSuccess);  // spans both extra mappings
   CHECK(mapped.intact());
@@ -655,14 +653,14 @@ TEST_CASE("unmap: refused ranges change nothing") {
 
   CHECK_REFUSED(hipMemUnmap(nullptr, G), hipErrorInvalidValue);
   CHECK_REFUSED(hipMemUnmap(base, 0), hipErrorInvalidValue);
-  CHECK_REFUSED(hipMemUnmap(base, G), hipErrorInvalidValue);                 // first half of A
-  CHECK_REFUSED(hipMemUnmap(at(base, G), G), hipErrorInvalidValue);          // second half of A
-  CHECK_REFUSED(hipMemUnmap(at(base, G), 2 * G), hipErrorInvalidValue);      // cuts A, whole B
-  CHECK_REFUSED(hipMemUnmap(base, 4 * G), hipErrorInvalidValue);             // A, B and the gap
+  CHECK_REFUSED(hipMemUnmap(base, G), hipErrorInvalidValue);  // first half of A
+  CHECK_REFUSED(hipMemUnmap(at(base, G), G), hipErrorInvalidValue);  // second half of A
+  CHECK_REFUSED(hipMemUnmap(at(base, G), 2 * G), hipErrorInvalidValue);  // cuts A, whole B
+  CHECK_REFUSED(hipMemUnmap(base, 4 * G), hipErrorInvalidValue);  // A, B and the gap
   CHECK_REFUSED(hipMemUnmap(at(base, 2 * G), 3 * G), hipErrorInvalidValue);  // B, gap, C
-  CHECK_REFUSED(hipMemUnmap(base, 5 * G), hipErrorInvalidValue);             // everything with the gap
-  CHECK_REFUSED(hipMemUnmap(at(base, 3 * G), G), hipErrorInvalidValue);      // the gap alone
-  CHECK_REFUSED(hipMemUnmap(at(base, 5 * G), G), hipErrorInvalidValue);      // reserved, never mapped
+  CHECK_REFUSED(hipMemUnmap(base, 5 * G), hipErrorInvalidValue);  // everything with the gap
+  CHECK_REFUSED(hipMemUnmap(at(base, 3 * G), G), hipErrorInvalidValue);  // the gap alone
+  CHECK_REFUSED(hipMemUnmap(at(base, 5 * G), G), hipErrorInvalidValue);  // reserved, never mapped
   CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), 2 * G), hipErrorInvalidValue);  // C and the tail
   CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), 3 * G), hipErrorInvalidValue);  // past the reservation
   CHECK_REFUSED(hipMemUnmap(at(base, 1), 2 * G), hipErrorInvalidValue);
@@ -677,7 +675,7 @@ TEST_CASE("unmap: refused ranges change nothing") {
 
   CHECK(hipMemUnmap(at(base, 4 * G), G) == hipSuccess);
   CHECK_REFUSED(hipMemUnmap(at(base, 4 * G), G), hipErrorInvalidValue);  // twice
-  CHECK(hipMemUnmap(base, 3 * G) == hipSuccess);                         // A and B together
+  CHECK(hipMemUnmap(base, 3 * G) == hipSuccess);  // A and B together
   CHECK(books().mappings == leaks.start.mappings);
   CHECK(hipMemRelease(a) == hipSuccess);
   CHECK(hipMemRelease(b) == hipSuccess);
@@ -843,12 +841,12 @@ TEST_CASE("set access: refused arguments leave access and data unchanged") {
   const hipMemAccessDesc mixed[] = {none, bad};
   CHECK_REFUSED(hipMemSetAccess(base, G, mixed, 2), hipErrorInvalidValue);
   // Ranges: gap, cut mapping, unmapped, outside.
-  CHECK_REFUSED(hipMemSetAccess(base, 4 * G, &none, 1), hipErrorInvalidValue);          // A, B, gap, C
-  CHECK_REFUSED(hipMemSetAccess(at(base, G), 3 * G, &none, 1), hipErrorInvalidValue);   // B, gap, C
-  CHECK_REFUSED(hipMemSetAccess(base, 3 * G, &none, 1), hipErrorInvalidValue);          // A, B, gap
-  CHECK_REFUSED(hipMemSetAccess(at(base, 2 * G), G, &rw, 1), hipErrorInvalidValue);     // the gap
-  CHECK_REFUSED(hipMemSetAccess(base, G / 2, &none, 1), hipErrorInvalidValue);          // cuts A
-  CHECK_REFUSED(hipMemSetAccess(at(base, G / 2), G, &none, 1), hipErrorInvalidValue);   // cuts A and B
+  CHECK_REFUSED(hipMemSetAccess(base, 4 * G, &none, 1), hipErrorInvalidValue);  // A, B, gap, C
+  CHECK_REFUSED(hipMemSetAccess(at(base, G), 3 * G, &none, 1), hipErrorInvalidValue);  // B, gap, C
+  CHECK_REFUSED(hipMemSetAccess(base, 3 * G, &none, 1), hipErrorInvalidValue);  // A, B, gap
+  CHECK_REFUSED(hipMemSetAccess(at(base, 2 * G), G, &rw, 1), hipErrorInvalidValue);  // the gap
+  CHECK_REFUSED(hipMemSetAccess(base, G / 2, &none, 1), hipErrorInvalidValue);  // cuts A
+  CHECK_REFUSED(hipMemSetAccess(at(base, G / 2), G, &none, 1), hipErrorInvalidValue);  // cuts A and B
   CHECK_REFUSED(hipMemSetAccess(at(base, 3 * G), 2 * G, &none, 1), hipErrorInvalidValue);  // past the end
   std::vector<unsigned char> host(G);
   CHECK_REFUSED(hipMemSetAccess(host.data(), G, &rw, 1), hipErrorInvalidValue);
@@ -1104,8 +1102,7 @@ TEST_CASE("import: refused descriptors") {
                 hipErrorNotSupported);
   CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeWin32Kmt),
                 hipErrorNotSupported);
-  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeNone),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), hipMemHandleTypeNone), hipErrorInvalidValue);
   CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(fd), static_cast<hipMemAllocationHandleType>(5)),
                 hipErrorInvalidValue);
   // Values that cannot be descriptors.
@@ -1132,8 +1129,9 @@ TEST_CASE("import: refused descriptors") {
   // Descriptors that are not shareable memory: a pipe, /dev/zero, a directory, a regular file.
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
-  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(pipe_fds[1]), hipMemHandleTypePosixFileDescriptor),
-                hipErrorInvalidValue);
+  CHECK_REFUSED(
+      hipMemImportFromShareableHandle(&handle, as_os_handle(pipe_fds[1]), hipMemHandleTypePosixFileDescriptor),
+      hipErrorInvalidValue);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
   const int zero = open("/dev/zero", O_RDWR | O_CLOEXEC);
@@ -1363,7 +1361,8 @@ long resident_kib(const void* base) {
   return kib;
 }
 
-TEST_CASE("host backend: map fills the page tables, so neither reads nor writes fault after a grant" * doctest::test_suite("host-only")) {
+TEST_CASE("host backend: map fills the page tables, so neither reads nor writes fault after a grant" *
+          doctest::test_suite("host-only")) {
   require_host_backend();
   LeakCheck leaks;
   constexpr std::size_t kPages = 256;
@@ -1400,4 +1399,59 @@ TEST_CASE("host backend: map fills the page tables, so neither reads nor writes 
   CHECK(hipMemUnmap(base, bytes) == hipSuccess);
   CHECK(hipMemRelease(handle) == hipSuccess);
   CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+}
+
+TEST_CASE("host backend: a large allocation is committed over several threads, and every map of it is populated" *
+          doctest::test_suite("host-only")) {
+  require_host_backend();
+  LeakCheck leaks;
+  // 32 MiB: above the size at which create splits the populating over threads (where the machine has
+  // more than one core). The first map moves create's populated mapping in; the second maps afresh.
+  const std::size_t bytes = std::size_t{32} << 20;
+  void* base = reserve(2 * bytes);
+  Handle handle = create(bytes);
+  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+  CHECK(resident_kib(base) == static_cast<long>(bytes / 1024));
+  grant(base, bytes, hipMemAccessFlagsProtReadWrite);
+  auto* first = static_cast<volatile unsigned char*>(base);
+  unsigned long sum = 0;
+  for (std::size_t offset = 0; offset < bytes; offset += G) sum += first[offset + 3];
+  CHECK(sum == 0);  // committed memory starts zeroed, on every thread's part
+  REQUIRE(hipMemset(base, 0x5a, bytes) == hipSuccess);
+  REQUIRE(hipMemUnmap(base, bytes) == hipSuccess);
+  CHECK(touch_in_child(base, false, 0) == "SIGSEGV");  // the placeholder is back, nothing left behind
+
+  void* second = at(base, bytes);
+  REQUIRE(hipMemMap(second, bytes, 0, handle, 0) == hipSuccess);
+  CHECK(resident_kib(second) == static_cast<long>(bytes / 1024));
+  grant(second, bytes, hipMemAccessFlagsProtRead);
+  const auto* again = static_cast<const volatile unsigned char*>(second);
+  bool kept = true;
+  for (std::size_t offset = 0; offset < bytes; offset += G)
+    kept = kept && again[offset] == 0x5a && again[offset + G - 1] == 0x5a;
+  CHECK(kept);
+  CHECK(hipMemUnmap(second, bytes) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, 2 * bytes) == hipSuccess);
+}
+
+TEST_CASE("host backend: an allocation released without ever being mapped leaves no mapping behind" *
+          doctest::test_suite("host-only")) {
+  require_host_backend();
+  LeakCheck leaks;
+  const auto maps_lines = [] {
+    std::ifstream maps{"/proc/self/maps"};
+    std::size_t lines = 0;
+    for (std::string line; std::getline(maps, line);) ++lines;
+    return lines;
+  };
+  Handle warm_up = create(std::size_t{4} << 20);  // whatever the first call sets up stays
+  CHECK(hipMemRelease(warm_up) == hipSuccess);
+  const std::size_t before = maps_lines();
+  for (int round = 0; round < 3; ++round) {
+    Handle handle = create(std::size_t{4} << 20);
+    CHECK(maps_lines() == before + 1);  // create's populated mapping, kept for the first map
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(maps_lines() == before);
+  }
 }

@@ -1,32 +1,32 @@
 // The host backend: real Linux objects stand in for GPU memory. A reservation is a PROT_NONE
-// anonymous mapping, physical memory is a memfd, mapping is mmap(MAP_FIXED|MAP_SHARED) of that fd
-// over the reservation, access is mprotect, and a shareable handle is a dup of the memfd that
-// another process can receive over a Unix socket and map for real.
+// anonymous range (handed out from the address arena's chunks), physical memory is a memfd, mapping
+// is mmap(MAP_FIXED|MAP_SHARED) of that fd over the reservation, access is mprotect, and a shareable
+// handle is a dup of the memfd that another process can receive over a Unix socket and map for real.
 //
-// As on a GPU, creating physical memory commits it and mapping it fills the page tables: create
-// allocates the memfd's pages (fallocate), so a shortage the kernel reports is hipErrorOutOfMemory
-// there rather than a SIGBUS at some later first touch, and map populates the page tables, so the
-// first touch of each 4 KiB page does not fault (a fault per page costs several times what filling
-// the tables in one call does).
-//
-// Map populates with MADV_POPULATE_WRITE (Linux 5.14), not MAP_POPULATE: the populate takes a third
-// to a half less CPU time on the development VM (bench/RESULTS.md, bench/populate_cost.c). The likely
-// reason (not profiled in the kernel): MAP_POPULATE faults a shared mapping in for reading, and each
-// read fault first tries to map the 15 pages around it, which fallocate left not yet up to date, so
-// it finds none; write faults map each page writable, once. Older kernels get MAP_POPULATE.
+// As on a GPU, creating physical memory commits it and mapping it fills the page tables, so a
+// shortage the kernel reports is hipErrorOutOfMemory at create rather than a SIGBUS at some later
+// first touch, and the first touch of each 4 KiB page does not fault (a fault per page costs several
+// times what filling the tables in one call does). Create does both at once: it maps the new memfd
+// read-write and populates it with MADV_POPULATE_WRITE (Linux 5.14), over several threads for large
+// allocations (page_population.hpp), and leaves that mapping parked. The allocation's first map moves
+// the parked mapping into the reservation with mremap, page tables included, and closes it with one
+// mprotect until set_access. Later maps (and maps of imported allocations) map the memfd and
+// populate afresh. Kernels without MADV_POPULATE_WRITE get fallocate at create and MAP_POPULATE at
+// map. Populating writes rather than reads because a read fault on shmem first tries to map the
+// 15 pages around it, work that is wasted on pages not yet up to date.
 //
 // Transparent huge pages for shmem (memfds included) follow
-// /sys/kernel/mm/transparent_hugepage/shmem_enabled. With "always", "within_size" or "force",
-// fallocate itself allocates 2 MiB pages where it can, and map then maps them with one page-table
-// entry per 2 MiB wherever address and offset line up. With "advise", only a fault in a mapping
-// marked MADV_HUGEPAGE allocates them, so create first populates the memfd through such a mapping,
-// then fallocates as ever (which fills any gap and reports a shortage). With "never" (or "deny", or
-// no THP) nothing changes. Either way the granularity stays the page size: huge pages are an
-// optimisation the kernel makes where sizes and addresses allow, never a rule callers must follow.
+// /sys/kernel/mm/transparent_hugepage/shmem_enabled. With "always", "within_size" or "force" shmem
+// allocates 2 MiB pages where it can, and maps them with one page-table entry per 2 MiB wherever
+// address and offset line up. With "advise", only a fault in a mapping marked MADV_HUGEPAGE
+// allocates them, so create marks its populating mapping so. With "never" (or "deny", or no THP)
+// nothing changes. Either way the granularity stays the page size: huge pages are an optimisation
+// the kernel makes where sizes and addresses allow, never a rule callers must follow.
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
 #include "backend/host/host_queue.hpp"
+#include "backend/host/page_population.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -42,9 +42,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace hipxx::backend {
@@ -103,10 +105,6 @@ int protection_of(std::span<const AccessGrant> grants) noexcept {
 
 int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value); }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it
-#endif
-
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 // The bracketed word of /sys/kernel/mm/transparent_hugepage/shmem_enabled ("never", "advise", ...),
@@ -124,21 +122,10 @@ std::string host_shmem_thp_setting() {
                                                                  : text.substr(open + 1, close - open - 1);
 }
 
-// With shmem_enabled "advise": allocates the memfd's pages by write faults in a temporary mapping
-// marked MADV_HUGEPAGE, so that shmem allocates 2 MiB pages where it can. Best effort: whatever it
-// leaves unallocated, fallocate allocates next.
-void populate_huge(int fd, std::size_t size) noexcept {
-  void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (at == MAP_FAILED) return;
-  if (madvise(at, size, MADV_HUGEPAGE) == 0) (void)madvise(at, size, MADV_POPULATE_WRITE);
-  munmap(at, size);
-}
-
-// Allocates every page of a new memfd now; 0, or -1 with errno set. A signal may interrupt shmem's
-// fallocate part-way: the pages it already has are kept, so asking again finishes the job.
-// `huge_advised`: shmem_enabled says "advise", the one setting where hipxx must ask for huge pages.
-int commit(int fd, std::size_t size, bool huge_advised) noexcept {
-  if (huge_advised && size >= kHugePage) populate_huge(fd, size);
+// Allocates every page of a new memfd by fallocate, for kernels without MADV_POPULATE_WRITE; 0, or
+// -1 with errno set. A signal may interrupt shmem's fallocate part-way: the pages it already has are
+// kept, so asking again finishes the job.
+int allocate_pages(int fd, std::size_t size) noexcept {
   int result = 0;
   do {
     result = fallocate(fd, 0, 0, static_cast<off_t>(size));
@@ -146,15 +133,15 @@ int commit(int fd, std::size_t size, bool huge_advised) noexcept {
   return result;
 }
 
-// Fills the page tables of a new read-write mapping; false where the kernel has no
-// MADV_POPULATE_WRITE. Other failures (EINTR, or no memory for page tables) leave the rest to
-// faults, as MAP_POPULATE would: the memory itself was committed at create.
-bool populate_write(void* va, std::size_t size) noexcept {
-  static std::atomic<bool> unsupported{false};
-  if (unsupported.load(std::memory_order_relaxed)) return false;
-  if (madvise(va, size, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return true;
-  unsupported.store(true, std::memory_order_relaxed);
-  return false;
+std::atomic<bool> populate_unsupported{false};  // the kernel answered MADV_POPULATE_WRITE with EINVAL
+
+// Populates a read-write mapping; 0, or an errno. EINVAL (no MADV_POPULATE_WRITE) is remembered, so
+// later calls go straight to the older ways.
+int populate(void* at, std::size_t size) noexcept {
+  if (populate_unsupported.load(std::memory_order_relaxed)) return EINVAL;
+  const int error = host::populate_for_writing(at, size, host::population_threads());
+  if (error == EINVAL) populate_unsupported.store(true, std::memory_order_relaxed);
+  return error;
 }
 
 class HostBackend final : public Backend {
@@ -222,16 +209,19 @@ class HostBackend final : public Backend {
   hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
     const int fd = memfd_create("hipxx-physical", MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size, huge_pages_advised_) != 0) {
+    void* parked = nullptr;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size, &parked) != 0) {
       const int error = errno;
       close(fd);
       return from_errno(error);
     }
+    if (parked != nullptr && !park(fd, parked, size)) munmap(parked, size);
     out->value = static_cast<std::uint64_t>(fd);
     return hipSuccess;
   }
 
   hipError_t release_physical(PhysicalHandle handle) override {
+    if (const std::optional<Parked> parked = unpark(fd_of(handle))) munmap(parked->at, parked->size);
     return close(fd_of(handle)) == 0 ? hipSuccess : hipErrorInvalidValue;
   }
 
@@ -259,23 +249,27 @@ class HostBackend final : public Backend {
   }
 
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    // The first map of a new allocation moves its parked mapping here, page tables and all.
+    if (const std::optional<Parked> parked = unpark(fd_of(handle))) {
+      if (parked->size == size &&
+          mremap(parked->at, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, va) != MAP_FAILED) {  // NOLINT
+        return close_to_devices(va, size);
+      }
+      munmap(parked->at, parked->size);
+    }
     // Populating needs an accessible mapping (the kernel skips PROT_NONE ones), so it is mapped
     // read-write, populated, and then closed to every device until set_access. mprotect keeps the
     // page-table entries, so the grant later is one mprotect and the first touch does not fault.
     void* at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_of(handle), 0);
     if (at == MAP_FAILED) return hipErrorMapFailed;
-    if (!populate_write(va, size)) {
+    if (populate(va, size) == EINVAL) {
       at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
       if (at == MAP_FAILED) {
         (void)unmap(va, size);
         return hipErrorMapFailed;
       }
     }
-    if (mprotect(va, size, PROT_NONE) != 0) {
-      (void)unmap(va, size);
-      return hipErrorMapFailed;
-    }
-    return hipSuccess;
+    return close_to_devices(va, size);
   }
 
   hipError_t unmap(void* va, std::size_t size) override {
@@ -404,6 +398,63 @@ class HostBackend final : public Backend {
   }
 
  private:
+  // A new allocation's pages, committed at create through a read-write mapping of the memfd that
+  // stays in place (parked) until the allocation's first map moves it into the reservation.
+  struct Parked {
+    void* at = nullptr;
+    std::size_t size = 0;
+  };
+
+  // Commits a new memfd's pages; 0, or -1 with errno set. Where the kernel can, it populates them
+  // through a new read-write mapping (`*parked`), which commits and fills the page tables in one
+  // pass that several threads share; else fallocate commits them and map fills the tables.
+  // With shmem_enabled "advise" the mapping is marked MADV_HUGEPAGE, so shmem allocates 2 MiB
+  // pages where it can (the other settings need no asking).
+  int commit(int fd, std::size_t size, void** parked) const noexcept {
+    if (!populate_unsupported.load(std::memory_order_relaxed)) {
+      void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (at == MAP_FAILED) return -1;
+      if (huge_pages_advised_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
+      const int error = populate(at, size);
+      if (error == 0) {
+        *parked = at;
+        return 0;
+      }
+      munmap(at, size);
+      if (error != EINVAL) {
+        errno = error;
+        return -1;
+      }
+    }
+    return allocate_pages(fd, size);
+  }
+
+  // False where the table cannot grow: the caller unmaps the mapping, and map populates afresh.
+  bool park(int fd, void* at, std::size_t size) noexcept {
+    try {
+      std::lock_guard lock{parked_mutex_};
+      parked_.insert_or_assign(fd, Parked{.at = at, .size = size});
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::optional<Parked> unpark(int fd) {
+    std::lock_guard lock{parked_mutex_};
+    const auto found = parked_.find(fd);
+    if (found == parked_.end()) return std::nullopt;
+    const Parked parked = found->second;
+    parked_.erase(found);
+    return parked;
+  }
+
+  hipError_t close_to_devices(void* va, std::size_t size) {
+    if (mprotect(va, size, PROT_NONE) == 0) return hipSuccess;
+    (void)unmap(va, size);
+    return hipErrorMapFailed;
+  }
+
   // Device queues are a stand-in, for running the runtime's queue path without a GPU.
   static bool queues_requested() {
     const char* const choice = std::getenv("HIPXX_HOST_QUEUES");
@@ -414,6 +465,8 @@ class HostBackend final : public Backend {
   std::mutex memory_order_;
   std::vector<DeviceProperties> devices_;
   host::IpcExports ipc_exports_;
+  std::mutex parked_mutex_;
+  std::unordered_map<int, Parked> parked_;  // memfd -> its parked mapping, until the first map
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";
   AddressArena arena_{kArenaShape, reserve_aligned,
                       [](std::uintptr_t base, std::size_t size) { munmap(reinterpret_cast<void*>(base), size); }};
