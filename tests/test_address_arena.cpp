@@ -192,3 +192,15 @@ TEST_CASE("address arena: random takes and frees keep every range disjoint and a
   for (const auto& [at, size] : taken) REQUIRE(arena.give_back(at, size));
   CHECK(arena.free_bytes() == arena.reserved_bytes());
 }
+
+TEST_CASE("address arena: requests outside its size band are not its to serve") {
+  PretendAddressSpace space;
+  AddressArena arena{{.chunk_size = 64 * kMiB, .chunk_alignment = 2 * kMiB, .largest = 16 * kMiB, .smallest = 4 * kMiB},
+                     [](std::size_t, std::size_t) -> std::uintptr_t { return std::uintptr_t{1} << 40; },
+                     [](std::uintptr_t, std::size_t) {}};
+  CHECK_FALSE(arena.serves(2 * kMiB, 2 * kMiB));
+  CHECK(arena.serves(4 * kMiB, 2 * kMiB));
+  CHECK(arena.serves(16 * kMiB, 2 * kMiB));
+  CHECK_FALSE(arena.serves(18 * kMiB, 2 * kMiB));
+  CHECK_FALSE(arena.serves(0, 2 * kMiB));
+}

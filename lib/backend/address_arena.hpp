@@ -5,8 +5,8 @@
 //
 // Chunks stay reserved until the arena is destroyed: address space without memory behind it costs
 // nothing but page-table-free bookkeeping in the kernel or driver. Ranges never straddle two chunks,
-// because drivers map only within one reservation. A request larger than `largest` bytes, or aligned
-// more strictly than the chunks are, is the backend's to reserve directly.
+// because drivers map only within one reservation. A request larger than `largest` bytes, smaller
+// than `smallest`, or aligned more strictly than the chunks are, is the backend's to reserve directly.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +30,7 @@ class AddressArena {
     std::size_t chunk_size = 0;  // bytes per chunk
     std::size_t chunk_alignment = 0;  // power of two; every chunk starts on a multiple of it
     std::size_t largest = 0;  // the largest request served from chunks
+    std::size_t smallest = 1;  // the smallest (a driver may treat small reservations better)
   };
 
   AddressArena(Shape shape, ReserveChunk reserve_chunk, ReleaseChunk release_chunk);
@@ -38,7 +39,7 @@ class AddressArena {
   ~AddressArena();
 
   [[nodiscard]] bool serves(std::size_t size, std::size_t alignment) const noexcept {
-    return size != 0 && size <= shape_.largest && alignment <= shape_.chunk_alignment;
+    return size != 0 && size >= shape_.smallest && size <= shape_.largest && alignment <= shape_.chunk_alignment;
   }
 
   // Reserves the first chunk now, so that the address space a process starts with is the one it

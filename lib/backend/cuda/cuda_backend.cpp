@@ -74,13 +74,18 @@ using cuda::to_hip;
 constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
 
 // The address arena's chunks: 64 GiB of the unified address space each, aligned to the largest
-// granularity any device recommends, for requests of up to 4 GiB.
+// granularity any device recommends, for requests from 32 MiB to 4 GiB. Smaller requests get a
+// reservation of their own: on an H100 (driver 580) cuMemSetAccess and cuMemUnmap of a 2 MiB
+// mapping took 19 and 14 us in a reservation of 16 MiB or less, but 32 and 21 us in one of 64 MiB
+// or more, whatever the offset, while from 32 MiB up the two cost the same either way
+// (bench/RESULTS.md). The driver call a small reservation saves (0.5-0.7 us) is not worth that.
 AddressArena::Shape arena_shape(const std::vector<DeviceProperties>& devices) {
   std::size_t alignment = kFallbackGranularity;
   for (const DeviceProperties& device : devices) alignment = std::max(alignment, device.recommended_granularity);
   return {.chunk_size = std::size_t{64} << 30,
           .chunk_alignment = std::bit_ceil(alignment),
-          .largest = std::size_t{4} << 30};
+          .largest = std::size_t{4} << 30,
+          .smallest = std::size_t{32} << 20};
 }
 
 // "CUDA_ERROR_NO_DEVICE (100)", for the messages hipxxGetBackendError returns.
