@@ -167,7 +167,8 @@ TEST_CASE("address arena: random takes and frees keep every range disjoint and a
   std::mt19937 random{12345};
   std::map<std::uintptr_t, std::size_t> taken;
   for (int step = 0; step < 20000; ++step) {
-    if (taken.empty() || random() % 3 != 0) {
+    // Takes and frees at random, up to 64 ranges live (up to 2 GiB: several chunks' worth).
+    if (taken.empty() || (taken.size() < 64 && random() % 2 == 0)) {
       const std::size_t size = (1 + random() % 16) * 2 * kMiB;
       const std::size_t alignment = std::size_t{2} * kMiB << (random() % 3);
       const std::uintptr_t at = arena.take(size, alignment);
@@ -203,4 +204,18 @@ TEST_CASE("address arena: requests outside its size band are not its to serve") 
   CHECK(arena.serves(16 * kMiB, 2 * kMiB));
   CHECK_FALSE(arena.serves(18 * kMiB, 2 * kMiB));
   CHECK_FALSE(arena.serves(0, 2 * kMiB));
+}
+
+TEST_CASE("address arena: past its most chunks it refuses, and what it gave out still comes back") {
+  PretendAddressSpace space;
+  AddressArena arena = space.make(4 * kMiB, 4 * kMiB);
+  std::vector<std::uintptr_t> taken;
+  for (std::uintptr_t at = arena.take(4 * kMiB, 2 * kMiB); at != 0; at = arena.take(4 * kMiB, 2 * kMiB)) {
+    taken.push_back(at);
+    REQUIRE(taken.size() <= 1000);
+  }
+  CHECK(taken.size() == space.live.size());  // one range per chunk, until no chunk more may be had
+  CHECK(space.chunks_left > 0);  // the arena stopped, not the address space
+  for (const std::uintptr_t at : taken) CHECK(arena.give_back(at, 4 * kMiB));
+  CHECK(arena.take(4 * kMiB, 2 * kMiB) != 0);
 }

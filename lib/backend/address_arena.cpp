@@ -17,33 +17,33 @@ AddressArena::AddressArena(Shape shape, ReserveChunk reserve_chunk, ReleaseChunk
     : shape_(shape), reserve_chunk_(std::move(reserve_chunk)), release_chunk_(std::move(release_chunk)) {}
 
 AddressArena::~AddressArena() {
-  for (const Chunk& chunk : chunks_) release_chunk_(chunk.base, chunk.size);
+  for (const std::uintptr_t base : chunk_bases()) release_chunk_(base, shape_.chunk_size);
 }
 
 bool AddressArena::prepare() {
   std::lock_guard lock{mutex_};
-  return !chunks_.empty() || add_chunk_locked();
+  return chunk_count_.load(std::memory_order_relaxed) != 0 || add_chunk_locked();
 }
 
 bool AddressArena::add_chunk_locked() {
-  chunks_.reserve(chunks_.size() + 1);  // the one step that may throw, before the chunk exists
+  const std::size_t count = chunk_count_.load(std::memory_order_relaxed);
+  if (count == kMostChunks) return false;
   keep_spares_locked();
   const std::uintptr_t base = reserve_chunk_(shape_.chunk_size, shape_.chunk_alignment);
   if (base == 0) return false;
-  chunks_.push_back({.base = base, .size = shape_.chunk_size});
+  chunk_bases_[count] = base;
+  chunk_count_.store(count + 1, std::memory_order_release);
   add_extent_locked(base, shape_.chunk_size);
   return true;
 }
 
-const AddressArena::Chunk* AddressArena::chunk_holding(std::uintptr_t address) const noexcept {
-  for (const Chunk& chunk : chunks_) {
-    if (address >= chunk.base && address - chunk.base < chunk.size) return &chunk;
-  }
-  return nullptr;
+std::span<const std::uintptr_t> AddressArena::chunk_bases() const noexcept {
+  return {chunk_bases_.data(), chunk_count_.load(std::memory_order_acquire)};
 }
 
 bool AddressArena::starts_chunk(std::uintptr_t address) const noexcept {
-  return std::any_of(chunks_.begin(), chunks_.end(), [address](const Chunk& chunk) { return chunk.base == address; });
+  const auto bases = chunk_bases();
+  return std::find(bases.begin(), bases.end(), address) != bases.end();
 }
 
 // Both nodes come from the spares, which keep_spares_locked() has filled, so this cannot throw.
@@ -123,14 +123,15 @@ std::uintptr_t AddressArena::take_at(std::uintptr_t address, std::size_t size) {
   return address;
 }
 
-bool AddressArena::holds(std::uintptr_t address) const {
-  std::lock_guard lock{mutex_};
-  return chunk_holding(address) != nullptr;
+bool AddressArena::holds(std::uintptr_t address) const noexcept {
+  const auto bases = chunk_bases();
+  return std::any_of(bases.begin(), bases.end(),
+                     [&](std::uintptr_t base) { return address >= base && address - base < shape_.chunk_size; });
 }
 
 bool AddressArena::give_back(std::uintptr_t base, std::size_t size) {
+  if (!holds(base)) return false;
   std::lock_guard lock{mutex_};
-  if (chunk_holding(base) == nullptr) return false;
   keep_spares_locked();
   std::uintptr_t start = base;
   std::uintptr_t end = base + size;
@@ -151,12 +152,7 @@ bool AddressArena::give_back(std::uintptr_t base, std::size_t size) {
   return true;
 }
 
-std::size_t AddressArena::reserved_bytes() const {
-  std::lock_guard lock{mutex_};
-  std::size_t total = 0;
-  for (const Chunk& chunk : chunks_) total += chunk.size;
-  return total;
-}
+std::size_t AddressArena::reserved_bytes() const noexcept { return chunk_bases().size() * shape_.chunk_size; }
 
 std::size_t AddressArena::free_bytes() const {
   std::lock_guard lock{mutex_};

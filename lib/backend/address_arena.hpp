@@ -9,12 +9,15 @@
 // than `smallest`, or aligned more strictly than the chunks are, is the backend's to reserve directly.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -56,27 +59,25 @@ class AddressArena {
   [[nodiscard]] std::uintptr_t take_at(std::uintptr_t address, std::size_t size);
 
   // Whether `address` lies in one of the chunks (and so is the arena's to give out, not the system's).
-  [[nodiscard]] bool holds(std::uintptr_t address) const;
+  [[nodiscard]] bool holds(std::uintptr_t address) const noexcept;
 
   // Returns a range that take() or take_at() gave out. False, changing nothing, where `base` lies in no chunk:
   // the range was reserved directly and the backend frees it itself.
   [[nodiscard]] bool give_back(std::uintptr_t base, std::size_t size);
 
   // Bytes reserved in chunks, and bytes of them not given out (for tests and hipxx-info).
-  [[nodiscard]] std::size_t reserved_bytes() const;
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept;
   [[nodiscard]] std::size_t free_bytes() const;
 
  private:
   using ByAddress = std::map<std::uintptr_t, std::size_t>;  // free extent start -> size
   using BySize = std::set<std::pair<std::size_t, std::uintptr_t>>;  // (size, start) of the same extents
 
-  struct Chunk {
-    std::uintptr_t base = 0;
-    std::size_t size = 0;
-  };
+  // 4 TiB of 64 GiB chunks: more than any process asks for in ranges of at most a few GiB.
+  static constexpr std::size_t kMostChunks = 64;
 
   [[nodiscard]] bool add_chunk_locked();
-  [[nodiscard]] const Chunk* chunk_holding(std::uintptr_t address) const noexcept;
+  [[nodiscard]] std::span<const std::uintptr_t> chunk_bases() const noexcept;
   [[nodiscard]] bool starts_chunk(std::uintptr_t address) const noexcept;
   void add_extent_locked(std::uintptr_t start, std::size_t size);
   void remove_extent_locked(ByAddress::iterator extent);
@@ -87,7 +88,10 @@ class AddressArena {
   const ReserveChunk reserve_chunk_;
   const ReleaseChunk release_chunk_;
   mutable std::mutex mutex_;
-  std::vector<Chunk> chunks_;
+  // Chunks only ever join: a base is written before the count that covers it is published, so
+  // holds() reads them without the lock (a free of a range that is not the arena's takes no lock).
+  std::array<std::uintptr_t, kMostChunks> chunk_bases_{};
+  std::atomic<std::size_t> chunk_count_{0};
   ByAddress free_by_address_;
   BySize free_by_size_;
   // Nodes of extents that went away, reused for the next extents so a steady take/give_back cycle
