@@ -10,6 +10,10 @@
 //   reserve            hipMemAddressReserve + hipMemAddressFree
 //   reserve-cxx        hipxx::VirtualRange::reserve + its destructor
 //   reserve-raw        mmap(PROT_NONE) + munmap
+//   map-unmap          hipMemMap + hipMemUnmap of one allocation over one range (after the first
+//                      map, each map populates afresh)
+//   map-unmap-raw      mmap(MAP_SHARED|MAP_FIXED) + madvise(MADV_POPULATE_WRITE) + mprotect, then the
+//                      PROT_NONE placeholder mmap back over it
 #include <hipxx/hip_runtime_api.h>
 #include <hipxx/virtual_range.hpp>
 
@@ -88,11 +92,45 @@ int reserve_raw(long iterations) {
   return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int map_unmap(long iterations) {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = {hipMemLocationTypeDevice, 0};
+  hipMemGenericAllocationHandle_t handle{};
+  void* va = nullptr;
+  if (hipMemCreate(&handle, kSize, &prop, 0) != hipSuccess) return 1;
+  if (hipMemAddressReserve(&va, kSize, 0, nullptr, 0) != hipSuccess) return 1;
+  for (long i = 0; i < iterations; ++i) {
+    if (hipMemMap(va, kSize, 0, handle, 0) != hipSuccess || hipMemUnmap(va, kSize) != hipSuccess) return 1;
+  }
+  return hipMemAddressFree(va, kSize) == hipSuccess && hipMemRelease(handle) == hipSuccess ? 0 : 1;
+}
+
+int map_unmap_raw(long iterations) {
+  constexpr int kPlaceholder = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED;
+  const int fd = memfd_create("bench-loop", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, kSize) != 0 || fallocate(fd, 0, 0, kSize) != 0) return 1;
+  void* va = mmap(nullptr, kSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (va == MAP_FAILED) return 1;
+  for (long i = 0; i < iterations; ++i) {
+    if (mmap(va, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) return 1;
+    if (madvise(va, kSize, MADV_POPULATE_WRITE) != 0 || mprotect(va, kSize, PROT_NONE) != 0) return 1;
+    if (mmap(va, kSize, PROT_NONE, kPlaceholder, -1, 0) == MAP_FAILED) return 1;
+  }
+  munmap(va, kSize);
+  close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s export-import|export-import-raw|reserve|reserve-cxx|reserve-raw ITERATIONS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s export-import[-raw]|reserve[-cxx|-raw]|map-unmap[-raw] ITERATIONS\n", argv[0]);
     return 2;
   }
   const std::string_view operation{argv[1]};
@@ -102,6 +140,8 @@ int main(int argc, char** argv) {
   if (operation == "reserve") return reserve(iterations);
   if (operation == "reserve-cxx") return reserve_cxx(iterations);
   if (operation == "reserve-raw") return reserve_raw(iterations);
+  if (operation == "map-unmap") return map_unmap(iterations);
+  if (operation == "map-unmap-raw") return map_unmap_raw(iterations);
   std::fprintf(stderr, "unknown operation %s\n", argv[1]);
   return 2;
 }

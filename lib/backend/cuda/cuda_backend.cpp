@@ -177,9 +177,10 @@ class CudaBackend final : public Backend {
         return hipSuccess;
       }
     }
-    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     CUdeviceptr at = 0;
-    if (const CUresult result = api_.cuMemAddressReserve(&at, size, alignment, hint, 0); result != cuda::CUDA_SUCCESS) {
+    if (const CUresult result =
+            without_binding([&] { return api_.cuMemAddressReserve(&at, size, alignment, hint, 0); });
+        result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
     *va = pointer_to(at);
@@ -188,8 +189,7 @@ class CudaBackend final : public Backend {
 
   hipError_t free_reservation(void* va, std::size_t size) override {
     if (arena_.give_back(address_of(va), size)) return hipSuccess;
-    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    return to_hip(api_.cuMemAddressFree(address_of(va), size));
+    return to_hip(without_binding([&] { return api_.cuMemAddressFree(address_of(va), size); }));
   }
 
   hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
@@ -211,8 +211,10 @@ class CudaBackend final : public Backend {
   }
 
   hipError_t release_physical(PhysicalHandle handle) override {
-    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    if (const CUresult result = api_.cuMemRelease(handle.value); result != cuda::CUDA_SUCCESS) return to_hip(result);
+    if (const CUresult result = without_binding([&] { return api_.cuMemRelease(handle.value); });
+        result != cuda::CUDA_SUCCESS) {
+      return to_hip(result);
+    }
     forget_import_fd(handle.value);
     return hipSuccess;
   }
@@ -264,8 +266,9 @@ class CudaBackend final : public Backend {
   // A new mapping grants no device anything, which is what the table says of a mapping it lacks: the
   // mapping is booked here at its first set_access, so map itself is the driver call alone.
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
-    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    if (const CUresult result = api_.cuMemMap(address_of(va), size, 0, handle.value, 0); result != cuda::CUDA_SUCCESS) {
+    if (const CUresult result =
+            without_binding([&] { return api_.cuMemMap(address_of(va), size, 0, handle.value, 0); });
+        result != cuda::CUDA_SUCCESS) {
       // The driver answers a size that is not the allocation's (which the books cannot check for an
       // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
       return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
@@ -274,12 +277,12 @@ class CudaBackend final : public Backend {
   }
 
   hipError_t unmap(void* va, std::size_t size) override {
-    if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     std::lock_guard lock{mutex_};
     const auto found = mappings_.find(address_of(va));
     // A mapping whose re-map failed during a revocation (set_access) is already unmapped.
     if (found == mappings_.end() || found->second.mapped) {
-      if (const CUresult result = api_.cuMemUnmap(address_of(va), size); result != cuda::CUDA_SUCCESS) {
+      if (const CUresult result = without_binding([&] { return api_.cuMemUnmap(address_of(va), size); });
+          result != cuda::CUDA_SUCCESS) {
         return to_hip(result);
       }
     }
@@ -579,6 +582,17 @@ class CudaBackend final : public Backend {
   // For operations on the unified address space, which any of our contexts can perform: the calling
   // thread's current HIP device, whose access the books have checked for copy and fill.
   hipError_t bind_calling_thread() noexcept { return bind(current_device()); }
+
+  // The sub-microsecond VMM calls (reserve, free, map, unmap, release) need no current context: the
+  // H100's driver (580) ran each on a thread with none. So they skip the bind, whose context query
+  // costs a tenth of them; a driver that does ask for a context (CUDA_ERROR_INVALID_CONTEXT) gets the
+  // calling thread's device's and is asked again.
+  template <class Call>
+  CUresult without_binding(Call&& call) noexcept {
+    const CUresult result = call();
+    if (result != cuda::CUDA_ERROR_INVALID_CONTEXT || bind_calling_thread() != hipSuccess) return result;
+    return call();
+  }
 
   // One word, finished when this returns (a store from pageable memory may otherwise still be in
   // flight, and the source is the caller's).

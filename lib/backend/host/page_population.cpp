@@ -35,11 +35,15 @@ int populate_part(char* at, std::size_t size) noexcept {
 }  // namespace
 
 unsigned population_threads() noexcept {
-  if (const char* chosen = std::getenv("HIPXX_HOST_POPULATE_THREADS"); chosen != nullptr && *chosen != '\0') {
-    const unsigned long value = std::strtoul(chosen, nullptr, 10);
-    return static_cast<unsigned>(std::clamp<unsigned long>(value, 1, 64));
-  }
-  return std::clamp(std::thread::hardware_concurrency(), 1U, kMostThreads);
+  // Asked once: the core count comes from sysfs, three system calls that would otherwise go with
+  // every map.
+  static const unsigned threads = [] {
+    if (const char* chosen = std::getenv("HIPXX_HOST_POPULATE_THREADS"); chosen != nullptr && *chosen != '\0') {
+      return static_cast<unsigned>(std::clamp<unsigned long>(std::strtoul(chosen, nullptr, 10), 1, 64));
+    }
+    return std::clamp(std::thread::hardware_concurrency(), 1U, kMostThreads);
+  }();
+  return threads;
 }
 
 int populate_for_writing(void* at, std::size_t size, unsigned threads) noexcept {

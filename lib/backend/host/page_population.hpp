@@ -10,8 +10,8 @@
 
 namespace hipxx::backend::host {
 
-// How many threads populate one large range: HIPXX_HOST_POPULATE_THREADS where set (1 turns the
-// splitting off), else up to four, fewer on a machine with fewer cores.
+// How many threads populate one large range: HIPXX_HOST_POPULATE_THREADS where set when first asked
+// (1 turns the splitting off), else up to four, fewer on a machine with fewer cores.
 [[nodiscard]] unsigned population_threads() noexcept;
 
 // Populates [at, at + size) for writing; `at` must be a read-write mapping. Returns 0, or the errno
