@@ -1,5 +1,6 @@
 // Streams: creation, queries, synchronisation, callbacks and stream wait/write value.
 #include "api/guard.hpp"
+#include "backend/poll_until.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -95,17 +96,15 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
       return queue.wait_word(ptr, sizeof(Word), on_device->value, on_device->condition);
     };
     return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, value, flags, mask] {
-      for (unsigned spins = 0;; ++spins) {
-        std::uint64_t current = 0;
-        if (const hipError_t error = runtime.load_word(ptr, sizeof(Word), &current); error != hipSuccess) return error;
-        if (condition_holds(current, value, flags, mask, width_mask)) return hipSuccess;
-        // Spin briefly for low latency, then back off so a long wait costs no CPU.
-        if (spins < 1024) {
-          std::this_thread::yield();
-        } else {
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
-      }
+      hipError_t status = hipSuccess;
+      hipxx::backend::poll_until(
+          [&] {
+            std::uint64_t current = 0;
+            status = runtime.load_word(ptr, sizeof(Word), &current);
+            return status != hipSuccess || condition_holds(current, value, flags, mask, width_mask);
+          },
+          {.yielding_rounds = 1024, .longest_sleep = std::chrono::microseconds{50}});
+      return status;
     });
   });
 }

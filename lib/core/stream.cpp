@@ -1,5 +1,7 @@
 #include "core/stream.hpp"
 
+#include "backend/poll_until.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -152,19 +154,10 @@ bool Stream::reached(std::uint64_t sequence) const {
 }
 
 void Stream::wait_on_queue(std::uint64_t sequence) const {
-  // Spin briefly, for latency close to the driver's own, then poll ever more slowly so a long wait
-  // costs no CPU. A queue the device gave up on never gets there: its fault ends the wait.
-  using namespace std::chrono_literals;
-  auto pause = 1us;
-  for (unsigned round = 0; queue_->progress() < sequence; ++round) {
-    if (round < 4096) {
-      std::this_thread::yield();
-      continue;
-    }
-    if (queue_->fault() != hipSuccess) return;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds{200});
-  }
+  // A queue the device gave up on never gets there: its fault ends the wait.
+  (void)backend::poll_until([&] { return queue_->progress() >= sequence; },
+                            {.yielding_rounds = 4096, .longest_sleep = std::chrono::microseconds{200}},
+                            [&] { return queue_->fault() != hipSuccess; });
 }
 
 void Stream::wait_for(std::uint64_t sequence) const {

@@ -1,5 +1,7 @@
 #include "backend/host/host_queue.hpp"
 
+#include "backend/poll_until.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,20 +17,6 @@ namespace hipxx::backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Polls `ready` until it holds: briefly at full speed, then ever more slowly.
-template <class Ready>
-void poll_until(Ready&& ready) {
-  auto pause = std::chrono::microseconds{1};
-  for (unsigned round = 0; !ready(); ++round) {
-    if (round < 1024) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds{100});
-  }
-}
 
 bool holds(std::uint64_t word, std::uint64_t value, WaitCondition condition, std::uint64_t width_mask) noexcept {
   switch (condition) {
