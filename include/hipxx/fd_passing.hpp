@@ -6,6 +6,7 @@
 // delivers the payload in pieces is read to the end.
 #pragma once
 
+#include <hipxx/detail/scm_rights.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/shareable_handle.hpp>
 
@@ -17,19 +18,12 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <type_traits>
 
 namespace hipxx {
 
 namespace detail {
-
-// Room for exactly one descriptor, aligned as the kernel requires.
-union FdControlBuffer {
-  cmsghdr header;
-  std::array<unsigned char, CMSG_SPACE(sizeof(int))> bytes;
-};
 
 // Sends what is left of a payload after a short sendmsg, without the descriptor (it went with the
 // first byte).
@@ -74,18 +68,11 @@ union FdControlBuffer {
   io.iov_base = const_cast<std::byte*>(payload.data());  // sendmsg only reads it
   io.iov_len = payload.size();
 
-  FdControlBuffer control{};
+  ScmRightsBuffer<1> control{};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  message.msg_control = control.bytes.data();
-  message.msg_controllen = control.bytes.size();
-
-  cmsghdr* const header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  attach_fd(message, control, fd);
 
   ssize_t sent = 0;
   do {
@@ -103,12 +90,11 @@ union FdControlBuffer {
   io.iov_base = payload.data();
   io.iov_len = payload.size();
 
-  FdControlBuffer control{};
+  ScmRightsBuffer<1> control{};  // room for one: more make the kernel close the extras (MSG_CTRUNC)
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  message.msg_control = control.bytes.data();
-  message.msg_controllen = control.bytes.size();
+  expect_fds(message, control);
 
   ssize_t got = 0;
   do {
@@ -121,20 +107,12 @@ union FdControlBuffer {
 
   // Take ownership of whatever arrived before looking at anything else, so no error path leaks it.
   FileDescriptor received;
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
-      continue;
-    }
-    std::size_t const count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      FileDescriptor owned{fd};
-      if (!received) {
-        received = std::move(owned);
-      }  // else: a sender that broke the protocol; `owned` closes its extra descriptors.
-    }
-  }
+  for_each_received_fd(message, [&received](int fd) {
+    FileDescriptor owned{fd};
+    if (!received) {
+      received = std::move(owned);
+    }  // else: a sender that broke the protocol; `owned` closes its extra descriptors.
+  });
 
   if (got == 0) {
     return failure(std::errc::connection_reset);

@@ -1,12 +1,13 @@
 #include "core/pool_wire.hpp"
 
+#include <hipxx/detail/scm_rights.hpp>
+
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace hipxx::core {
 namespace {
@@ -15,29 +16,20 @@ namespace {
 // rather than cut off by the kernel mid-array.
 constexpr std::size_t kMaxFds = 4;
 
-union ControlBuffer {
-  cmsghdr header;
-  std::array<unsigned char, CMSG_SPACE(sizeof(int) * kMaxFds)> bytes;
-};
+using ControlBuffer = detail::ScmRightsBuffer<kMaxFds>;
 
 // Takes every descriptor a message carried; returns the first and closes the rest. *count says how
 // many there were.
 int adopt_fds(msghdr& message, std::size_t* count) noexcept {
   int first = -1;
   *count = 0;
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t fds = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t index = 0; index < fds; ++index) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
-      if (++*count == 1) {
-        first = fd;
-      } else {
-        (void)::close(fd);
-      }
+  detail::for_each_received_fd(message, [&](int fd) {
+    if (++*count == 1) {
+      first = fd;
+    } else {
+      (void)::close(fd);
     }
-  }
+  });
   return first;
 }
 
@@ -97,15 +89,7 @@ bool send_message(int socket, const void* data, std::size_t bytes, int fd) noexc
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  if (fd >= 0) {
-    message.msg_control = control.bytes.data();
-    message.msg_controllen = CMSG_SPACE(sizeof(int));
-    cmsghdr* const header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  }
+  if (fd >= 0) detail::attach_fd(message, control, fd);
   ssize_t sent = 0;
   do {
     // Never blocks: a peer that does not read must not stall the broker (or an importer).
@@ -125,8 +109,7 @@ hipError_t receive_message(int socket, void* data, std::size_t bytes, int* fd,
     msghdr message{};
     message.msg_iov = &io;
     message.msg_iovlen = 1;
-    message.msg_control = control.bytes.data();
-    message.msg_controllen = control.bytes.size();
+    detail::expect_fds(message, control);
     // MSG_CMSG_CLOEXEC: no descriptor may leak into a child another thread execs meanwhile.
     const ssize_t got = ::recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another reader won
