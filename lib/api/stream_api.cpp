@@ -127,16 +127,19 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
 }
 
 // What a callback on a device queue needs when the driver calls it back.
-struct QueuedCallback {
+struct QueuedCallback : hipxx::backend::HostCall {
+  QueuedCallback(hipStreamCallback_t callback_, hipStream_t stream_, void* user_data_) noexcept
+      : HostCall{.run = &run}, callback(callback_), stream(stream_), user_data(user_data_) {}
+
+  static void run(HostCall* call, hipError_t status) {
+    const std::unique_ptr<QueuedCallback> owned{static_cast<QueuedCallback*>(call)};
+    owned->callback(owned->stream, status, owned->user_data);
+  }
+
   hipStreamCallback_t callback;
   hipStream_t stream;
   void* user_data;
 };
-
-void run_queued_callback(hipError_t status, void* data) {
-  const std::unique_ptr<QueuedCallback> call{static_cast<QueuedCallback*>(data)};
-  call->callback(call->stream, status, call->user_data);
-}
 
 }  // namespace
 }  // namespace hipxx::api
@@ -258,9 +261,8 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
     const hipError_t queued = runtime.streams().enqueue(
         *target,
         [stream, callback, userData](hipxx::backend::Queue& queue) {
-          auto call = std::make_unique<hipxx::api::QueuedCallback>(
-              hipxx::api::QueuedCallback{.callback = callback, .stream = stream, .user_data = userData});
-          const hipError_t accepted = queue.host_call(&hipxx::api::run_queued_callback, call.get());
+          auto call = std::make_unique<hipxx::api::QueuedCallback>(callback, stream, userData);
+          const hipError_t accepted = queue.host_call(call.get());
           if (accepted == hipSuccess) (void)call.release();
           return accepted;
         },

@@ -59,8 +59,13 @@ class Timestamp {
   [[nodiscard]] virtual hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const = 0;
 };
 
-// Runs on a driver thread in queue order, with the queue's status; it must not call the runtime.
-using HostCall = void (*)(hipError_t status, void* data);
+// A call a queue makes on a driver thread, in queue order, with the queue's status. The runtime
+// allocates it with whatever the call needs after this base, and the queue passes it to `run`
+// exactly once, which then owns it; `run` must not call the runtime. One allocation per call, and
+// the driver's own callback argument is the call itself.
+struct HostCall {
+  void (*run)(HostCall* call, hipError_t status) = nullptr;
+};
 
 // A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
 // work runs on the device with no host thread in the way. The runtime numbers the work it puts on a
@@ -93,7 +98,8 @@ class Queue {
   // The host did work number `sequence` itself, after everything queued before it had finished and
   // before anything later was queued: the progress word says so.
   virtual void complete(std::uint64_t sequence) noexcept = 0;
-  [[nodiscard]] virtual hipError_t host_call(HostCall function, void* data) = 0;
+  // Queues `call`; once this succeeds the queue owns it until it hands it to call->run.
+  [[nodiscard]] virtual hipError_t host_call(HostCall* call) = 0;
   [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
   // An error the device reported for this queue's work, or hipSuccess (also while work is pending).

@@ -136,11 +136,8 @@ class CudaQueue final : public Queue {
     std::atomic_ref<std::uint64_t>{words_->progress}.store(sequence, std::memory_order_release);
   }
 
-  hipError_t host_call(HostCall function, void* data) override {
-    auto call_state = std::make_unique<PendingCall>(PendingCall{function, data});
-    const hipError_t queued = call(api().cuStreamAddCallback, stream_, &run_pending_call, call_state.get(), 0U);
-    if (queued == hipSuccess) (void)call_state.release();  // the driver calls it back exactly once
-    return queued;
+  hipError_t host_call(HostCall* host) override {
+    return call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
@@ -164,14 +161,10 @@ class CudaQueue final : public Queue {
   }
 
  private:
-  struct PendingCall {
-    HostCall function;
-    void* data;
-  };
-
-  static void run_pending_call(CUstream /*stream*/, CUresult status, void* data) {
-    const std::unique_ptr<PendingCall> pending{static_cast<PendingCall*>(data)};
-    pending->function(to_hip(status), pending->data);
+  // The driver calls back exactly once for each callback it accepted.
+  static void run_host_call(CUstream /*stream*/, CUresult status, void* data) {
+    auto* const host = static_cast<HostCall*>(data);
+    host->run(host, to_hip(status));
   }
 
   [[nodiscard]] const QueueApi& api() const noexcept { return *device_.queues; }

@@ -131,8 +131,8 @@ class HostQueue final : public Queue {
 
   void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
 
-  hipError_t host_call(HostCall function, void* data) override {
-    return push([this, function, data] { function(fault_.load(std::memory_order_relaxed), data); });
+  hipError_t host_call(HostCall* call) override {
+    return push([this, call] { call->run(call, fault_.load(std::memory_order_relaxed)); });
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
