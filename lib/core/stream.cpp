@@ -83,7 +83,10 @@ std::uint64_t Stream::enqueue(StreamTask task) {
 
 hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
   const hipError_t queued = on_queue(*queue_);
-  if (queued != hipSuccess) return queued;
+  return queued == hipSuccess ? mark_submitted_locked(sequence) : queued;
+}
+
+hipError_t Stream::mark_submitted_locked(std::uint64_t sequence) {
   device_tail_ = sequence;
   return queue_->mark(sequence);
 }
@@ -98,13 +101,13 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
   {
     std::lock_guard lock{mutex_};
     if (lane_idle_locked()) {
-      // Nothing of the host's ahead of it: straight onto the queue.
+      // Nothing of the host's ahead of it: straight onto the queue. The number is taken only once
+      // the queue accepted the work, so a refusal leaves the stream's count as it was.
       const hipError_t queued = on_queue(*queue_);
       if (queued != hipErrorNotSupported) {
         if (queued != hipSuccess) return queued;
         point = next_sequence();
-        device_tail_ = point;
-        if (const hipError_t marked = queue_->mark(point); marked != hipSuccess) return marked;
+        if (const hipError_t marked = mark_submitted_locked(point); marked != hipSuccess) return marked;
         if (sequence != nullptr) *sequence = point;
         return hipSuccess;
       }

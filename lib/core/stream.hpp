@@ -92,7 +92,10 @@ class Stream {
   void push_host_task(HostTask task);
   // No work for the stream's thread queued or running: device work may go straight to the queue.
   [[nodiscard]] bool lane_idle_locked() const noexcept;
+  // Puts `on_queue` on the device queue as work number `sequence`, marked when done.
   [[nodiscard]] hipError_t submit_locked(const QueueWork& on_queue, std::uint64_t sequence);
+  // Has the queue mark `sequence` after the work just put on it.
+  [[nodiscard]] hipError_t mark_submitted_locked(std::uint64_t sequence);
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t next_sequence();
