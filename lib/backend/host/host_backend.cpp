@@ -103,7 +103,15 @@ int protection_of(std::span<const AccessGrant> grants) noexcept {
   return protection;
 }
 
-int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value); }
+// A physical handle of this backend: the memfd in the low 32 bits, and kMayBeParked where create
+// left a parked mapping, so that release and map of every other allocation (imported ones, say)
+// skip the parked table and its lock. The bit is a hint: once map has taken the mapping, the table
+// simply has no entry.
+constexpr std::uint64_t kMayBeParked = std::uint64_t{1} << 32;
+
+int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value & 0xFFFF'FFFFU); }
+
+bool may_be_parked(PhysicalHandle handle) noexcept { return (handle.value & kMayBeParked) != 0; }
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
@@ -215,13 +223,14 @@ class HostBackend final : public Backend {
       close(fd);
       return from_errno(error);
     }
-    if (parked != nullptr && !park(fd, parked, size)) munmap(parked, size);
-    out->value = static_cast<std::uint64_t>(fd);
+    const bool kept = parked != nullptr && park(fd, parked, size);
+    if (parked != nullptr && !kept) munmap(parked, size);
+    out->value = static_cast<std::uint64_t>(fd) | (kept ? kMayBeParked : 0);
     return hipSuccess;
   }
 
   hipError_t release_physical(PhysicalHandle handle) override {
-    if (const std::optional<Parked> parked = unpark(fd_of(handle))) munmap(parked->at, parked->size);
+    if (const std::optional<Parked> parked = unpark(handle)) munmap(parked->at, parked->size);
     return close(fd_of(handle)) == 0 ? hipSuccess : hipErrorInvalidValue;
   }
 
@@ -250,7 +259,7 @@ class HostBackend final : public Backend {
 
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     // The first map of a new allocation moves its parked mapping here, page tables and all.
-    if (const std::optional<Parked> parked = unpark(fd_of(handle))) {
+    if (const std::optional<Parked> parked = unpark(handle)) {
       if (parked->size == size &&
           mremap(parked->at, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, va) != MAP_FAILED) {  // NOLINT
         return close_to_devices(va, size);
@@ -440,9 +449,10 @@ class HostBackend final : public Backend {
     }
   }
 
-  std::optional<Parked> unpark(int fd) {
+  std::optional<Parked> unpark(PhysicalHandle handle) {
+    if (!may_be_parked(handle)) return std::nullopt;
     std::lock_guard lock{parked_mutex_};
-    const auto found = parked_.find(fd);
+    const auto found = parked_.find(fd_of(handle));
     if (found == parked_.end()) return std::nullopt;
     const Parked parked = found->second;
     parked_.erase(found);
