@@ -1455,3 +1455,48 @@ TEST_CASE("host backend: an allocation released without ever being mapped leaves
     CHECK(maps_lines() == before);
   }
 }
+
+TEST_CASE("host backend: with no room for create's populating mapping, create commits without one" *
+          doctest::test_suite("host-only") * doctest::test_suite("fork-child")) {
+  require_host_backend();
+  constexpr std::size_t kBytes = std::size_t{32} << 20;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Address space for 16 MiB more than the child has: create's 32 MiB mapping cannot be made, while
+    // the arena's reservation and the map (which replaces part of it) need none.
+    long size_kib = 0;
+    std::ifstream status{"/proc/self/status"};
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) size_kib = std::strtol(line.c_str() + 7, nullptr, 10);
+    }
+    const rlim_t limit = static_cast<rlim_t>(size_kib) * 1024 + (std::size_t{16} << 20);
+    const rlimit lowered{limit, limit};
+    if (size_kib == 0 || setrlimit(RLIMIT_AS, &lowered) != 0) _exit(10);
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location = {hipMemLocationTypeDevice, 0};
+    hipMemGenericAllocationHandle_t handle{};
+    if (hipMemCreate(&handle, kBytes, &prop, 0) != hipSuccess) _exit(11);
+    void* base = nullptr;
+    if (hipMemAddressReserve(&base, kBytes, 0, nullptr, 0) != hipSuccess) _exit(12);
+    if (hipMemMap(base, kBytes, 0, handle, 0) != hipSuccess) _exit(13);
+    hipMemAccessDesc access{};
+    access.location = {hipMemLocationTypeDevice, 0};
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    if (hipMemSetAccess(base, kBytes, &access, 1) != hipSuccess) _exit(14);
+    const auto* bytes = static_cast<const volatile unsigned char*>(base);
+    for (std::size_t offset = 0; offset < kBytes; offset += 4096) {
+      if (bytes[offset] != 0) _exit(15);  // committed, and zeroed
+    }
+    if (hipMemset(base, 0x3c, kBytes) != hipSuccess || bytes[kBytes - 1] != 0x3c) _exit(16);
+    if (hipMemUnmap(base, kBytes) != hipSuccess || hipMemRelease(handle) != hipSuccess) _exit(17);
+    if (hipMemAddressFree(base, kBytes) != hipSuccess) _exit(18);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}

@@ -422,7 +422,8 @@ class HostBackend final : public Backend {
   int commit(int fd, std::size_t size, void** parked) const noexcept {
     if (!populate_unsupported.load(std::memory_order_relaxed)) {
       void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (at == MAP_FAILED) return -1;
+      // No room for one more mapping (vm.max_map_count, or address space): commit without one.
+      if (at == MAP_FAILED) return allocate_pages(fd, size);
       if (huge_pages_advised_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
       const int error = populate(at, size);
       if (error == 0) {
