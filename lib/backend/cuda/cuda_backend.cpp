@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -73,17 +74,22 @@ using cuda::to_hip;
 // the books divide by it, so it must never be zero. 2 MiB is what every VMM-capable NVIDIA GPU reports.
 constexpr std::size_t kFallbackGranularity = std::size_t{2} << 20;
 
-// The address arena's chunks: 64 GiB of the unified address space each, aligned to the largest
-// granularity any device recommends, for requests from 32 MiB to 4 GiB. Smaller requests get a
-// reservation of their own: on an H100 (driver 580) cuMemSetAccess and cuMemUnmap of a 2 MiB
-// mapping took 19 and 14 us in a reservation of 16 MiB or less, but 32 and 21 us in one of 64 MiB
-// or more, whatever the offset, while from 32 MiB up the two cost the same either way
-// (bench/RESULTS.md). The driver call a small reservation saves (0.5-0.7 us) is not worth that.
-AddressArena::Shape arena_shape(const std::vector<DeviceProperties>& devices) {
+// The address arenas' chunks, aligned to the largest granularity any device recommends, in two
+// tiers. On an H100 (driver 580) cuMemSetAccess and cuMemUnmap of a 2 MiB mapping took 19 and
+// 14 us in a reservation of 16 MiB or less, whether other mappings shared it or not, but 32 and
+// 21 us when it was the only mapping in a reservation of 32 MiB or more; from 32 MiB up a mapping
+// costs the same in any reservation (bench/RESULTS.md). So requests of up to 8 MiB share 16 MiB
+// chunks, requests from 32 MiB to 4 GiB share 64 GiB chunks, and those in between, or larger, get
+// a reservation of their own.
+AddressArena::Shape arena_shape(const std::vector<DeviceProperties>& devices, bool small) {
   std::size_t alignment = kFallbackGranularity;
   for (const DeviceProperties& device : devices) alignment = std::max(alignment, device.recommended_granularity);
+  alignment = std::bit_ceil(alignment);
+  if (small) {
+    return {.chunk_size = std::size_t{16} << 20, .chunk_alignment = alignment, .largest = std::size_t{8} << 20};
+  }
   return {.chunk_size = std::size_t{64} << 30,
-          .chunk_alignment = std::bit_ceil(alignment),
+          .chunk_alignment = alignment,
           .largest = std::size_t{4} << 30,
           .smallest = std::size_t{32} << 20};
 }
@@ -127,7 +133,9 @@ class CudaBackend final : public Backend {
         handles_(std::move(handles)),
         devices_(std::move(devices)) {
     spare_mapping_nodes_.reserve(kSpareMappingNodes);  // so that keeping a node never allocates
-    if (bind(0) == hipSuccess) (void)arena_.prepare();  // where it cannot, reservations go to the driver
+    if (bind(0) == hipSuccess) {
+      for (AddressArena& arena : arenas_) (void)arena.prepare();  // where one cannot, the driver reserves
+    }
     if (queue_api_) {
       for (const DeviceHandles& device : handles_) {
         // Progress words are 64-bit: a device without 64-bit stream memory operations gets none.
@@ -162,17 +170,18 @@ class CudaBackend final : public Backend {
   int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
   const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
 
-  // Ordinary reservations come from the arena's chunks, each one cuMemAddressReserve made once:
+  // Ordinary reservations come from the arenas' chunks, each one cuMemAddressReserve made once:
   // sub-ranges of a reservation map like reservations of their own, as long as no mapping
-  // straddles two (the arena never hands out such a range).
+  // straddles two (an arena never hands out such a range).
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    if (hint != 0 && arena_.holds(hint)) {
-      if (const std::uintptr_t at = arena_.take_at(hint, size); at != 0) {
+    AddressArena* const hinted = hint != 0 ? arena_holding(hint) : nullptr;
+    if (hinted != nullptr) {
+      if (const std::uintptr_t at = hinted->take_at(hint, size); at != 0) {
         *va = pointer_to(at);
         return hipSuccess;
       }
-    } else if (arena_.serves(size, alignment)) {
-      if (const std::uintptr_t at = arena_.take(size, alignment); at != 0) {
+    } else if (AddressArena* const arena = arena_serving(size, alignment); arena != nullptr) {
+      if (const std::uintptr_t at = arena->take(size, alignment); at != 0) {
         *va = pointer_to(at);
         return hipSuccess;
       }
@@ -188,7 +197,9 @@ class CudaBackend final : public Backend {
   }
 
   hipError_t free_reservation(void* va, std::size_t size) override {
-    if (arena_.give_back(address_of(va), size)) return hipSuccess;
+    for (AddressArena& arena : arenas_) {
+      if (arena.give_back(address_of(va), size)) return hipSuccess;
+    }
     return to_hip(without_binding([&] { return api_.cuMemAddressFree(address_of(va), size); }));
   }
 
@@ -540,6 +551,32 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] bool valid(int device) const noexcept { return device >= 0 && device < device_count(); }
 
+  [[nodiscard]] AddressArena* arena_serving(std::size_t size, std::size_t alignment) noexcept {
+    for (AddressArena& arena : arenas_) {
+      if (arena.serves(size, alignment)) return &arena;
+    }
+    return nullptr;
+  }
+
+  [[nodiscard]] AddressArena* arena_holding(std::uintptr_t address) noexcept {
+    for (AddressArena& arena : arenas_) {
+      if (arena.holds(address)) return &arena;
+    }
+    return nullptr;
+  }
+
+  [[nodiscard]] AddressArena::ReserveChunk reserve_chunk() {
+    return [this](std::size_t size, std::size_t alignment) -> std::uintptr_t {
+      CUdeviceptr at = 0;
+      if (bind_calling_thread() != hipSuccess) return 0;
+      return api_.cuMemAddressReserve(&at, size, alignment, 0, 0) == cuda::CUDA_SUCCESS ? at : 0;
+    };
+  }
+
+  [[nodiscard]] AddressArena::ReleaseChunk release_chunk() {
+    return [this](std::uintptr_t base, std::size_t size) { (void)api_.cuMemAddressFree(base, size); };
+  }
+
   // The fd an imported handle came from (kept open), or -1 for a handle created here.
   [[nodiscard]] int import_fd_of(CUmemGenericAllocationHandle handle) {
     std::lock_guard lock{mutex_};
@@ -716,13 +753,8 @@ class CudaBackend final : public Backend {
   std::vector<MappingTable::node_type> spare_mapping_nodes_;  // capacity kSpareMappingNodes, from the start
   std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
   std::unordered_map<CUmemGenericAllocationHandle, int> import_fds_;  // imported handle -> its fd, kept open
-  AddressArena arena_{arena_shape(devices_),
-                      [this](std::size_t size, std::size_t alignment) -> std::uintptr_t {
-                        CUdeviceptr at = 0;
-                        if (bind_calling_thread() != hipSuccess) return 0;
-                        return api_.cuMemAddressReserve(&at, size, alignment, 0, 0) == cuda::CUDA_SUCCESS ? at : 0;
-                      },
-                      [this](std::uintptr_t base, std::size_t size) { (void)api_.cuMemAddressFree(base, size); }};
+  std::array<AddressArena, 2> arenas_{AddressArena{arena_shape(devices_, true), reserve_chunk(), release_chunk()},
+                                      AddressArena{arena_shape(devices_, false), reserve_chunk(), release_chunk()}};
 };
 
 int attribute(const DriverApi& api, cuda::CUdevice_attribute which, CUdevice device) {
