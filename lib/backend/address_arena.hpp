@@ -39,6 +39,8 @@ class AddressArena {
   AddressArena(Shape shape, ReserveChunk reserve_chunk, ReleaseChunk release_chunk);
   AddressArena(const AddressArena&) = delete;
   AddressArena& operator=(const AddressArena&) = delete;
+  AddressArena(AddressArena&&) = delete;
+  AddressArena& operator=(AddressArena&&) = delete;
   ~AddressArena();
 
   [[nodiscard]] bool serves(std::size_t size, std::size_t alignment) const noexcept {

@@ -53,6 +53,8 @@ class Timestamp {
   Timestamp() = default;
   Timestamp(const Timestamp&) = delete;
   Timestamp& operator=(const Timestamp&) = delete;
+  Timestamp(Timestamp&&) = delete;
+  Timestamp& operator=(Timestamp&&) = delete;
   virtual ~Timestamp() = default;
 
   // Milliseconds from `start`'s latest point to this one's; both must have been passed.
@@ -79,6 +81,8 @@ class Queue {
   Queue() = default;
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
+  Queue(Queue&&) = delete;
+  Queue& operator=(Queue&&) = delete;
   virtual ~Queue() = default;
 
   // The highest number the device has written so far.
@@ -111,6 +115,8 @@ class Backend {
   Backend() = default;
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
+  Backend(Backend&&) = delete;
+  Backend& operator=(Backend&&) = delete;
   virtual ~Backend() = default;
 
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;

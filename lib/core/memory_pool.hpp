@@ -105,7 +105,7 @@ struct StreamFreeList {
     std::uintptr_t offset = 0;
     std::uint64_t point = 0;
   };
-  static constexpr std::size_t kClassCount = 8 * 64;
+  static constexpr std::size_t kClassCount = std::size_t{8} * 64;
 
   explicit StreamFreeList(const std::shared_ptr<Stream>& stream)
       : serial(stream->serial()), stream(stream.get()), owner(stream), immortal(stream->traits().is_null) {}
@@ -131,6 +131,8 @@ class MemoryPool {
              void* base);
   MemoryPool(const MemoryPool&) = delete;
   MemoryPool& operator=(const MemoryPool&) = delete;
+  MemoryPool(MemoryPool&&) = delete;
+  MemoryPool& operator=(MemoryPool&&) = delete;
   ~MemoryPool();
 
   [[nodiscard]] static hipError_t create(Runtime& runtime, const hipMemPoolProps& properties,

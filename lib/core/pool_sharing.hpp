@@ -39,6 +39,8 @@ class PoolSharing {
   explicit PoolSharing(Runtime& runtime) noexcept;
   PoolSharing(const PoolSharing&) = delete;
   PoolSharing& operator=(const PoolSharing&) = delete;
+  PoolSharing(PoolSharing&&) = delete;
+  PoolSharing& operator=(PoolSharing&&) = delete;
   ~PoolSharing();
 
   // Exporting side.

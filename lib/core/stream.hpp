@@ -43,6 +43,8 @@ class Stream {
   explicit Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue = nullptr);
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
+  Stream(Stream&&) = delete;
+  Stream& operator=(Stream&&) = delete;
   // Lets queued work finish, then stops the worker.
   ~Stream();
 

@@ -139,7 +139,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
     return hipErrorInvalidValue;
   }
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
-  const MappingMap::iterator booked = address_space_.add_mapping(
+  const auto booked = address_space_.add_mapping(
       *reservation, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
   if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) {
     (void)address_space_.remove_mapping(*reservation, booked);

@@ -25,6 +25,8 @@ class WriterPreferringLock {
   WriterPreferringLock() = default;
   WriterPreferringLock(const WriterPreferringLock&) = delete;
   WriterPreferringLock& operator=(const WriterPreferringLock&) = delete;
+  WriterPreferringLock(WriterPreferringLock&&) = delete;
+  WriterPreferringLock& operator=(WriterPreferringLock&&) = delete;
   ~WriterPreferringLock() = default;
 
   // Not recursive: a thread holding it shared must not take it shared again while a writer waits.

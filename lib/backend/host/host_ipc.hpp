@@ -19,6 +19,8 @@ class IpcExports {
   IpcExports();  // removes objects left behind by exporters that died without cleaning up
   IpcExports(const IpcExports&) = delete;
   IpcExports& operator=(const IpcExports&) = delete;
+  IpcExports(IpcExports&&) = delete;
+  IpcExports& operator=(IpcExports&&) = delete;
   ~IpcExports();
 
   [[nodiscard]] hipError_t get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle);
