@@ -132,7 +132,9 @@ struct QueuedCallback : hipxx::backend::HostCall {
       : HostCall{.run = &run}, callback(callback_), stream(stream_), user_data(user_data_) {}
 
   static void run(HostCall* call, hipError_t status) {
-    const std::unique_ptr<QueuedCallback> owned{static_cast<QueuedCallback*>(call)};
+    // Every HostCall whose run is this one is a QueuedCallback: run and type are set together.
+    const std::unique_ptr<QueuedCallback> owned{
+        static_cast<QueuedCallback*>(call)};  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
     owned->callback(owned->stream, status, owned->user_data);
   }
 
