@@ -1,45 +1,51 @@
 #include "core/allocation_table.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace hipxx::core {
 
 Allocation& AllocationTable::add(backend::PhysicalHandle physical, std::size_t size,
                                  const hipMemAllocationProp& properties) {
   if (free_slots_.empty()) add_slot();
-  Allocation* record = free_slots_.back();
-  by_id_.insert(next_id_, record);
+  const std::uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
-  *record = Allocation{.id = next_id_,
-                       .physical = physical,
-                       .size = size,
-                       .properties = properties,
-                       .application_references = 1,
-                       .mappings = 0};
-  next_id_ += kIdStep;
-  return *record;
+  Allocation& record = *slots_[slot];
+  const std::uintptr_t generation = (record.id >> (kAlignmentBits + kSlotBits)) + 1;
+  record = Allocation{.id = ((generation << kSlotBits) | slot) << kAlignmentBits,
+                      .physical = physical,
+                      .size = size,
+                      .properties = properties,
+                      .application_references = 1,
+                      .mappings = 0};
+  return record;
 }
 
-Allocation* AllocationTable::find(hipMemGenericAllocationHandle_t handle) const {
+Allocation* AllocationTable::find(hipMemGenericAllocationHandle_t handle) const noexcept {
   const auto id = reinterpret_cast<std::uintptr_t>(handle);
-  if (id == 0) return nullptr;  // the index's mark of an empty slot, never an id
-  Allocation* const* found = by_id_.find(id);
-  if (found == nullptr || (*found)->application_references == 0) return nullptr;
-  return *found;
+  const std::uintptr_t slot = slot_of(id);
+  if (slot >= slots_.size()) return nullptr;
+  Allocation* const record = slots_[slot];
+  return record->id == id && record->application_references > 0 ? record : nullptr;
 }
 
 bool AllocationTable::forget_if_unused(const Allocation& allocation) {
   if (allocation.application_references > 0 || allocation.mappings > 0) return false;
+  const auto slot = static_cast<std::uint32_t>(slot_of(allocation.id));
+  slots_[slot]->id |= kForgotten;
   // Cannot throw: add_slot keeps room in free_slots_ for every slot there is.
-  if (const auto taken = by_id_.take(allocation.id)) free_slots_.push_back(*taken);
+  free_slots_.push_back(slot);
   return true;
 }
 
 void AllocationTable::add_slot() {
+  if (slots_.size() > kSlotMask) throw std::bad_alloc{};  // no slot number left for another record
   // Room first, so that forgetting a record never allocates (it runs where the physical memory must
   // still be freed) and a bad_alloc here leaves the table as it was.
   if (free_slots_.capacity() <= slots_.size()) free_slots_.reserve(std::max<std::size_t>(16, 2 * slots_.size()));
-  free_slots_.push_back(&slots_.emplace_back());
+  slots_.reserve(slots_.size() + 1);
+  slots_.push_back(&storage_.emplace_back());  // cannot throw: room was reserved
+  free_slots_.push_back(static_cast<std::uint32_t>(slots_.size() - 1));
 }
 
 }  // namespace hipxx::core

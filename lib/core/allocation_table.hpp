@@ -4,13 +4,15 @@
 // add one; release drops one) or while any mapping still uses it, which is how a release of a
 // mapped handle defers the physical free to the last unmap.
 //
-// Records sit in slots that never move and are recycled, and the id index is one flat array: a
-// create/release pair allocates nothing once the table has warmed up. The books only touch records
-// under the runtime's lock, so the counts above are all the lifetime management a record needs.
+// Records sit in slots that never move and are recycled. A handle names its slot's number and the
+// slot's generation, which goes up each time the slot is reused: finding a record is one indexed
+// load and one comparison (these lookups sit on sub-microsecond calls: map, release, export), and
+// a handle of a forgotten record never matches again. A create/release pair allocates nothing once
+// the table has warmed up. The books only touch records under the runtime's lock, so the counts
+// above are all the lifetime management a record needs.
 #pragma once
 
 #include "backend/backend.hpp"
-#include "core/flat_address_map.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -36,27 +38,35 @@ class AllocationTable {
                                 const hipMemAllocationProp& properties);
 
   // The record behind a handle the application may still use, or null.
-  [[nodiscard]] Allocation* find(hipMemGenericAllocationHandle_t handle) const;
+  [[nodiscard]] Allocation* find(hipMemGenericAllocationHandle_t handle) const noexcept;
 
   // Drops the record once nothing refers to it; the caller then frees the physical memory.
   [[nodiscard]] bool forget_if_unused(const Allocation& allocation);
 
-  [[nodiscard]] std::size_t size() const noexcept { return by_id_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return slots_.size() - free_slots_.size(); }
 
   [[nodiscard]] static hipMemGenericAllocationHandle_t handle_of(const Allocation& allocation) noexcept {
     return reinterpret_cast<hipMemGenericAllocationHandle_t>(allocation.id);
   }
 
  private:
-  // Handles look like aligned pointers, so code that stores them in pointer-tagged structures works.
-  static constexpr std::uintptr_t kIdStep = 16;
+  // An id is ((generation << kSlotBits) | slot) << kAlignmentBits: handles look like aligned
+  // pointers, so code that stores them in pointer-tagged structures works. Generations start at 1,
+  // so no id is small; 2^36 of them per slot outlast any process.
+  static constexpr unsigned kAlignmentBits = 4;
+  static constexpr unsigned kSlotBits = 24;  // at most 16 Mi records at once
+  static constexpr std::uintptr_t kSlotMask = (std::uintptr_t{1} << kSlotBits) - 1;
+  // Or'ed into a forgotten record's id, which no handle has (their low bits are clear): the slot then
+  // matches nothing, and still knows its generation for the next record.
+  static constexpr std::uintptr_t kForgotten = 1;
+
+  [[nodiscard]] static std::uintptr_t slot_of(std::uintptr_t id) noexcept { return (id >> kAlignmentBits) & kSlotMask; }
 
   void add_slot();
 
-  std::uintptr_t next_id_ = 0x48000;
-  FlatAddressMap<Allocation*> by_id_;
-  std::deque<Allocation> slots_;  // a deque never moves its elements as it grows
-  std::vector<Allocation*> free_slots_;  // slots of forgotten records, reused before the deque grows
+  std::deque<Allocation> storage_;  // never moves its elements as it grows
+  std::vector<Allocation*> slots_;  // slot number -> its record in storage_
+  std::vector<std::uint32_t> free_slots_;  // numbers of forgotten records' slots, reused first
 };
 
 }  // namespace hipxx::core
