@@ -199,15 +199,10 @@ hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, 
   return backend_->fill(dst, value, bytes);
 }
 
-hipError_t Runtime::run_on_null_stream(int device, QueueWork on_queue, StreamTask work) {
+hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
-  std::uint64_t point = 0;
-  if (const hipError_t error = streams_.enqueue(*null_stream, std::move(on_queue), std::move(work), &point);
-      error != hipSuccess) {
-    return error;
-  }
-  null_stream->wait_for(point);
+  null_stream->wait_for(streams_.enqueue(*null_stream, std::move(work)));
   return null_stream->status();
 }
 
@@ -222,11 +217,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
   hipError_t result = hipSuccess;
-  // A host task, even where a device queue could copy: it checks the memory under the books' lock
-  // as it copies, so memory another thread unmaps meanwhile is refused, not touched.
-  const hipError_t queued = run_on_null_stream(
-      device, [](backend::Queue&) { return hipErrorNotSupported; },
-      [&] { return result = copy_now(dst, src, bytes, device); });
+  const hipError_t queued = run_on_null_stream(device, [&] { return result = copy_now(dst, src, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
@@ -244,9 +235,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
   }
   hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(
-      device, [](backend::Queue&) { return hipErrorNotSupported; },
-      [&] { return result = fill_now(dst, byte, bytes, device); });
+  const hipError_t queued = run_on_null_stream(device, [&] { return result = fill_now(dst, byte, bytes, device); });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 

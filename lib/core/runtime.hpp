@@ -155,8 +155,10 @@ class Runtime {
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
   [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
-  // Runs `work` in null-stream order: at once when no stream of the device has pending work.
-  [[nodiscard]] hipError_t run_on_null_stream(int device, QueueWork on_queue, StreamTask work);
+  // Runs `work` in null-stream order on the null stream's host thread, even where the stream has a
+  // device queue: a synchronous copy or fill checks the memory under the books' lock as it goes, so
+  // memory another thread unmaps meanwhile is refused, not touched.
+  [[nodiscard]] hipError_t run_on_null_stream(int device, StreamTask work);
   // Device queues for new streams, unless the backend has none or HIPXX_STREAMS=host.
   [[nodiscard]] QueueFactory queue_factory();
 
