@@ -173,15 +173,10 @@ class CudaBackend final : public Backend {
   // Ordinary reservations come from the arenas' chunks, each one cuMemAddressReserve made once:
   // sub-ranges of a reservation map like reservations of their own, as long as no mapping
   // straddles two (an arena never hands out such a range).
+  // A hint inside a chunk is its arena's to honour; any other hint goes to the driver with the request.
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    AddressArena* const hinted = hint != 0 ? arena_holding(hint) : nullptr;
-    if (hinted != nullptr) {
-      if (const std::uintptr_t at = hinted->take_at(hint, size); at != 0) {
-        *va = pointer_to(at);
-        return hipSuccess;
-      }
-    } else if (AddressArena* const arena = arena_serving(size, alignment); arena != nullptr) {
-      if (const std::uintptr_t at = arena->take(size, alignment); at != 0) {
+    if (AddressArena* const arena = hint != 0 ? arena_holding(hint) : arena_serving(size, alignment)) {
+      if (const std::uintptr_t at = hint != 0 ? arena->take_at(hint, size) : arena->take(size, alignment); at != 0) {
         *va = pointer_to(at);
         return hipSuccess;
       }
@@ -351,14 +346,14 @@ class CudaBackend final : public Backend {
     return hipSuccess;
   }
 
-  // The runtime has no streams yet, and the books assume that a copy or fill is over when it returns
-  // (an unmap, a revocation or a free may follow at once), so both wait for the device. cuMemcpy alone
-  // would not: device-to-device and pageable host-to-device copies may still be in flight.
+  // The books assume that a copy or fill is over when it returns (an unmap, a revocation or a free
+  // may follow at once), so both wait for the device. cuMemcpy alone would not: device-to-device and
+  // pageable host-to-device copies may still be in flight.
   // cuMemcpy / cuMemsetD8 on the legacy default stream, then the context: the runtime's
   // synchronous copies when its streams are idle, ordered after kernels other code put on the legacy
-  // stream. With device queues, a stream's host thread calls these while that stream's queue
-  // (perhaps a blocking one, or the legacy one) waits at a gate for the call: they then go on the
-  // device's own non-blocking stream, which waits for nothing else (see side_stream).
+  // stream. A stream's host thread calls these for work its queue could not take, while later work
+  // of that stream (perhaps a blocking one, or the legacy one) is held back on the host: they then
+  // go on the device's own non-blocking stream, which waits for nothing else (see side_stream).
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     if (use_side_stream()) return side_copy(dst, src, bytes);
@@ -388,8 +383,8 @@ class CudaBackend final : public Backend {
   // naturally aligned 4- or 8-byte transfer, which the copy engines do not tear (the driver makes no
   // formal promise). Without device queues that copy is cuMemcpy on the legacy default stream, so a
   // load waits for kernels queued there before it - including the one expected to write the word.
-  // With device queues, a stream's host thread makes these calls for waits the device cannot do
-  // itself, while the stream's queue is held at a gate: they go on the side stream, as copy does.
+  // A stream's host thread makes these calls for waits the device cannot do itself: they go on the
+  // side stream, as copy does.
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;

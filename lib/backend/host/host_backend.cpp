@@ -181,20 +181,11 @@ class HostBackend final : public Backend {
   int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
   const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
 
+  // At the hint where it is free, else from the arena, else from the system.
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    if (hint != 0 && hint % alignment == 0) {
-      if (const std::uintptr_t at = reserve_at(hint, size); at != 0) {
-        *va = reinterpret_cast<void*>(at);
-        return hipSuccess;
-      }
-    }
-    if (arena_.serves(size, alignment)) {
-      if (const std::uintptr_t at = arena_.take(size, alignment); at != 0) {
-        *va = reinterpret_cast<void*>(at);
-        return hipSuccess;
-      }
-    }
-    const std::uintptr_t at = reserve_aligned(size, alignment);
+    std::uintptr_t at = hint != 0 && hint % alignment == 0 ? reserve_at(hint, size) : 0;
+    if (at == 0 && arena_.serves(size, alignment)) at = arena_.take(size, alignment);
+    if (at == 0) at = reserve_aligned(size, alignment);
     if (at == 0) return from_errno(errno);
     *va = reinterpret_cast<void*>(at);
     return hipSuccess;
@@ -271,6 +262,8 @@ class HostBackend final : public Backend {
     // page-table entries, so the grant later is one mprotect and the first touch does not fault.
     void* at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_of(handle), 0);
     if (at == MAP_FAILED) return hipErrorMapFailed;
+    // Only a kernel without MADV_POPULATE_WRITE needs the older way. Other failures (no memory for
+    // page tables) leave the rest to faults: the memory itself was committed at create.
     if (populate(va, size) == EINVAL) {
       at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
       if (at == MAP_FAILED) {
