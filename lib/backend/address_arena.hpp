@@ -67,7 +67,7 @@ class AddressArena {
   // the range was reserved directly and the backend frees it itself.
   [[nodiscard]] bool give_back(std::uintptr_t base, std::size_t size);
 
-  // Bytes reserved in chunks, and bytes of them not given out (for tests and hipxx-info).
+  // Bytes reserved in chunks, and bytes of them not given out (for the arena's tests).
   [[nodiscard]] std::size_t reserved_bytes() const noexcept;
   [[nodiscard]] std::size_t free_bytes() const;
 
