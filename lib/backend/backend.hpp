@@ -20,6 +20,10 @@ namespace hipxx::backend {
 // hsa_amd_vmem_alloc_handle_t on ROCr, a CUmemGenericAllocationHandle on CUDA.
 struct PhysicalHandle {
   std::uint64_t value = 0;
+  // Where the driver cannot export an imported handle again (CUDA), the backend keeps the fd the
+  // handle came from, and that fd is its export; it travels with the handle, so export and release
+  // need no lookup. -1 where there is none.
+  int kept_fd = -1;
 };
 
 struct DeviceProperties {

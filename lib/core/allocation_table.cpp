@@ -13,11 +13,11 @@ Allocation& AllocationTable::add(backend::PhysicalHandle physical, std::size_t s
   Allocation& record = *slots_[slot];
   const std::uintptr_t generation = (record.id >> (kAlignmentBits + kSlotBits)) + 1;
   record = Allocation{.id = ((generation << kSlotBits) | slot) << kAlignmentBits,
-                      .physical = physical,
-                      .size = size,
-                      .properties = properties,
                       .application_references = 1,
-                      .mappings = 0};
+                      .mappings = 0,
+                      .size = size,
+                      .physical = physical,
+                      .properties = properties};
   return record;
 }
 

@@ -21,13 +21,15 @@
 
 namespace hipxx::core {
 
+// What map, unmap and release read (the first five fields) shares one cache line; the properties,
+// read only by queries, come after it.
 struct Allocation {
   std::uintptr_t id = 0;
-  backend::PhysicalHandle physical;
-  std::size_t size = 0;  // 0 where an imported allocation's size cannot be known
-  hipMemAllocationProp properties{};
   int application_references = 0;
   int mappings = 0;
+  std::size_t size = 0;  // 0 where an imported allocation's size cannot be known
+  backend::PhysicalHandle physical;
+  hipMemAllocationProp properties{};
 };
 
 // Not synchronised: the caller holds the runtime's lock.
@@ -64,8 +66,8 @@ class AllocationTable {
 
   void add_slot();
 
+  std::vector<Allocation*> slots_;  // slot number -> its record in storage_; first, read by every lookup
   std::deque<Allocation> storage_;  // never moves its elements as it grows
-  std::vector<Allocation*> slots_;  // slot number -> its record in storage_
   std::vector<std::uint32_t> free_slots_;  // numbers of forgotten records' slots, reused first
 };
 

@@ -31,13 +31,11 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -224,12 +222,14 @@ class CudaBackend final : public Backend {
     return hipSuccess;
   }
 
+  // The close of an imported handle's kept fd goes to import_fd_closer_: it is a system call of a
+  // quarter of a microsecond on a release that the driver does in six.
   hipError_t release_physical(PhysicalHandle handle) override {
     if (const CUresult result = without_binding([&] { return api_.cuMemRelease(handle.value); });
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
-    forget_import_fd(handle.value);
+    if (handle.kept_fd >= 0) import_fd_closer_.close_later(handle.kept_fd);
     return hipSuccess;
   }
 
@@ -237,8 +237,8 @@ class CudaBackend final : public Backend {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     // The driver refuses to export an imported handle again; the fd it came from names the same
     // allocation, so a copy of that fd is the export (as on the host backend, where it is the memfd).
-    if (const int imported = import_fd_of(handle.value); imported >= 0) {
-      *fd = fcntl(imported, F_DUPFD_CLOEXEC, 0);
+    if (handle.kept_fd >= 0) {
+      *fd = fcntl(handle.kept_fd, F_DUPFD_CLOEXEC, 0);
       return *fd >= 0 ? hipSuccess : hipErrorOutOfMemory;
     }
     int exported = -1;
@@ -268,16 +268,7 @@ class CudaBackend final : public Backend {
       (void)api_.cuMemRelease(handle);
       return hipErrorOutOfMemory;  // out of descriptors
     }
-    try {
-      std::lock_guard lock{mutex_};
-      import_fds_.emplace(handle, kept);
-      imports_kept_.store(import_fds_.size(), std::memory_order_relaxed);
-    } catch (const std::bad_alloc&) {
-      close(kept);
-      (void)api_.cuMemRelease(handle);
-      return hipErrorOutOfMemory;
-    }
-    out->value = handle;
+    *out = PhysicalHandle{.value = handle, .kept_fd = kept};
     *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
     return hipSuccess;
   }
@@ -585,25 +576,6 @@ class CudaBackend final : public Backend {
     return [this](std::uintptr_t base, std::size_t size) { (void)api_.cuMemAddressFree(base, size); };
   }
 
-  // The fd an imported handle came from (kept open), or -1 for a handle created here.
-  [[nodiscard]] int import_fd_of(CUmemGenericAllocationHandle handle) {
-    std::lock_guard lock{mutex_};
-    const auto found = import_fds_.find(handle);
-    return found == import_fds_.end() ? -1 : found->second;
-  }
-
-  // The close itself goes to import_fd_closer_: it is a system call of a quarter of a microsecond
-  // on a release that the driver does in six.
-  void forget_import_fd(CUmemGenericAllocationHandle handle) {
-    if (imports_kept_.load(std::memory_order_relaxed) == 0) return;  // nothing imported: no lock needed
-    std::lock_guard lock{mutex_};
-    if (const auto found = import_fds_.find(handle); found != import_fds_.end()) {
-      import_fd_closer_.close_later(found->second);
-      import_fds_.erase(found);
-      imports_kept_.store(import_fds_.size(), std::memory_order_relaxed);
-    }
-  }
-
   [[nodiscard]] CUdevice handle_of(int device) const noexcept {
     return handles_[static_cast<std::size_t>(device)].device;
   }
@@ -764,10 +736,6 @@ class CudaBackend final : public Backend {
   MappingTable mappings_;
   std::vector<MappingTable::node_type> spare_mapping_nodes_;  // capacity kSpareMappingNodes, from the start
   std::unordered_map<CUdeviceptr, int> linear_;  // hipMalloc'd address -> device
-  std::unordered_map<CUmemGenericAllocationHandle, int> import_fds_;  // imported handle -> its fd, kept open
-  // import_fds_'s size, readable without mutex_: the books' lock orders an import before any release
-  // of its handle, so a release never reads a zero that predates its own handle's import.
-  std::atomic<std::size_t> imports_kept_{0};
   DeferredClose import_fd_closer_;
   std::array<AddressArena, 2> arenas_{AddressArena{arena_shape(devices_, true), reserve_chunk(), release_chunk()},
                                       AddressArena{arena_shape(devices_, false), reserve_chunk(), release_chunk()}};
