@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "support/result_printing.hpp"
+#include "support/descriptors.hpp"
 
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -26,6 +27,8 @@
 using namespace hipxx;
 
 namespace {
+
+using test_support::open_fds;
 
 using Element = std::uint64_t;
 using Array = GrowableArray<Element>;
@@ -53,15 +56,6 @@ hipxxBookCounts books() {
 }
 
 // Descriptors open right now (the directory's own descriptor excluded).
-std::vector<int> open_fds() {
-  std::vector<int> listed;
-  for (auto const& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    listed.push_back(std::stoi(entry.path().filename().string()));
-  }
-  std::erase_if(listed, [](int fd) { return ::fcntl(fd, F_GETFD) == -1; });
-  return listed;
-}
-
 std::size_t maps_line_count() {
   std::ifstream maps("/proc/self/maps");
   std::size_t count = 0;

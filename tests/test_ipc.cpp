@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "support/device_pattern.hpp"
+#include "support/descriptors.hpp"
 #include "support/processes.hpp"
 
 #include <hip/hip_runtime_api.h>
@@ -40,6 +41,8 @@
 #include <vector>
 
 namespace {
+
+using test_support::open_fd_count;
 
 using ipc_test::Op;
 using ipc_test::Reply;
@@ -179,15 +182,6 @@ std::vector<std::string> shm_names_of(pid_t pid) {
 bool shm_exists(std::string const& name) {
   struct stat status {};
   return stat(("/dev/shm/" + name).c_str(), &status) == 0;
-}
-
-std::size_t open_fd_count() {
-  DIR* const directory = opendir("/proc/self/fd");
-  REQUIRE(directory != nullptr);
-  std::size_t count = 0;
-  while (dirent const* entry = readdir(directory)) count += entry->d_name[0] != '.' ? 1 : 0;
-  closedir(directory);
-  return count;
 }
 
 }  // namespace

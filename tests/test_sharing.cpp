@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "support/books.hpp"
+#include "support/descriptors.hpp"
 
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
@@ -25,23 +26,14 @@
 
 namespace {
 
+using test_support::open_fd_count;
+
 using Handle = hipMemGenericAllocationHandle_t;
 
 using test_support::books;
 
 // ---------------------------------------------------------------------------------------------
 // The process's own resources, counted without allocating descriptors that outlive the count.
-std::size_t open_fd_count() {
-  DIR* dir = opendir("/proc/self/fd");
-  REQUIRE(dir != nullptr);
-  std::size_t count = 0;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  closedir(dir);
-  return count;  // includes the directory's own descriptor, the same every time
-}
-
 std::size_t maps_line_count() {
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);

@@ -409,6 +409,9 @@ class CudaBackend final : public Backend {
   }
 
   hipError_t synchronize(int device) override {
+    // A device-wide synchronisation also finishes the releases deferred so far: by the time it
+    // returns, the fd every released import kept is closed.
+    import_fd_closer_.flush();
     if (const hipError_t error = bind(device); error != hipSuccess) return error;
     return to_hip(api_.cuCtxSynchronize());
   }
