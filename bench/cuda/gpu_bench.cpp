@@ -202,7 +202,7 @@ struct Config {
   int event_warmup = 50;
   int event_reps = 1000;
   int vmm_warmup = 5;
-  int vmm_reps = 200;
+  int vmm_reps = 1000;  // a sub-microsecond call jitters by tens of ns: enough samples for its median
   std::vector<std::size_t> vmm_sizes{2 * kMiB, 64 * kMiB};
   int pool_ops = 20000;
   int pool_live = 64;

@@ -20,21 +20,37 @@ AddressSpace::AddressSpace() {
 }
 
 void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
+  Reservation* added = nullptr;
   if (spare_reservations_.empty()) {
-    reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}});
-    return;
+    added = &reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}}).first->second;
+  } else {
+    ReservationMap::node_type node = std::move(spare_reservations_.back());
+    spare_reservations_.pop_back();
+    node.key() = base;
+    node.mapped().base = base;
+    node.mapped().size = size;  // its mappings are empty: only an empty reservation is ever freed
+    added = &reservations_.insert(std::move(node)).position->second;
   }
-  ReservationMap::node_type node = std::move(spare_reservations_.back());
-  spare_reservations_.pop_back();
-  node.key() = base;
-  node.mapped().base = base;
-  node.mapped().size = size;  // its mappings are empty: only an empty reservation is ever freed
-  reservations_.insert(std::move(node));
+  last_found_.store(added, std::memory_order_relaxed);  // a map into it usually comes next
 }
 
 void AddressSpace::remove_reservation(std::uintptr_t base) {
   ReservationMap::node_type node = reservations_.extract(base);
-  if (!node.empty() && spare_reservations_.size() < kSpareNodes) spare_reservations_.push_back(std::move(node));
+  if (node.empty()) return;
+  if (last_found_.load(std::memory_order_relaxed) == &node.mapped()) {
+    last_found_.store(nullptr, std::memory_order_relaxed);
+  }
+  if (spare_reservations_.size() < kSpareNodes) spare_reservations_.push_back(std::move(node));
+}
+
+Reservation* AddressSpace::reservation_containing(std::uintptr_t address) {
+  if (Reservation* const last = last_found_.load(std::memory_order_relaxed);
+      last != nullptr && address - last->base < last->size) {
+    return last;
+  }
+  Reservation* const found = entry_containing(reservations_, address);
+  if (found != nullptr) last_found_.store(found, std::memory_order_relaxed);
+  return found;
 }
 
 MappingMap::iterator AddressSpace::add_mapping(Reservation& reservation, const MappingRecord& record) {
@@ -59,7 +75,7 @@ Reservation* AddressSpace::reservation_at(std::uintptr_t base) {
 }
 
 Reservation* AddressSpace::reservation_holding(std::uintptr_t address, std::size_t bytes) {
-  Reservation* reservation = entry_containing(reservations_, address);
+  Reservation* reservation = reservation_containing(address);
   return reservation != nullptr && reservation->contains(address, bytes) ? reservation : nullptr;
 }
 
@@ -80,11 +96,12 @@ Tiling AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {
 }
 
 MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
-  Reservation* reservation = entry_containing(reservations_, address);
+  Reservation* reservation = reservation_containing(address);
   return reservation == nullptr ? nullptr : entry_containing(reservation->mappings, address);
 }
 
 bool AddressSpace::overlaps_mapping(const Reservation& reservation, std::uintptr_t address, std::size_t bytes) const {
+  if (reservation.mappings.empty()) return false;
   const auto after = reservation.mappings.lower_bound(address + bytes);
   if (after == reservation.mappings.begin()) return false;
   return std::prev(after)->second.end() > address;
@@ -113,7 +130,7 @@ const LinearAllocation* AddressSpace::linear_containing(std::uintptr_t address) 
 }
 
 bool AddressSpace::tracked(std::uintptr_t address) {
-  return linear_containing(address) != nullptr || entry_containing(reservations_, address) != nullptr;
+  return linear_containing(address) != nullptr || reservation_containing(address) != nullptr;
 }
 
 bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed) {
@@ -123,7 +140,7 @@ bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, i
   // A host range must not run into tracked memory either.
   if (auto next = linear_.lower_bound(address); next != linear_.end() && next->first < end) return false;
 
-  Reservation* reservation = entry_containing(reservations_, address);
+  Reservation* reservation = reservation_containing(address);
   if (reservation == nullptr) {
     auto next = reservations_.lower_bound(address);
     return next == reservations_.end() || next->first >= end;

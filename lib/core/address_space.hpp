@@ -12,6 +12,7 @@
 
 #include "core/allocation_table.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -131,12 +132,18 @@ class AddressSpace {
 
   template <class Map>
   static auto* entry_containing(Map& map, std::uintptr_t address);
+  [[nodiscard]] Reservation* reservation_containing(std::uintptr_t address);
 
   // Enough spare nodes for a program that keeps a few ranges or chunks coming and going; a burst of
   // frees beyond this gives its nodes back to malloc.
   static constexpr std::size_t kSpareNodes = 64;
 
   ReservationMap reservations_;
+  // The reservation the last lookup found, or the one last added: a map mostly goes into the range
+  // just reserved, and an unmap or a set-access into the one just mapped, so most lookups end here
+  // without walking the tree. Atomic because lookups also run under the shared lock, each thread
+  // storing what it found; only removal, under the exclusive lock, can make it stale, and it clears it.
+  std::atomic<Reservation*> last_found_{nullptr};
   std::map<std::uintptr_t, LinearAllocation> linear_;
   std::vector<ReservationMap::node_type> spare_reservations_;  // capacity kSpareNodes, from the start
   std::vector<MappingMap::node_type> spare_mappings_;  // likewise

@@ -153,6 +153,8 @@ class Runtime {
   std::size_t granularity_ = 0;
   int device_count_ = 0;  // fixed once the backend has started
   mutable WriterPreferringLock mutex_;
+  AllocationTable allocations_;
+  mutable AddressSpace address_space_;
   std::string selection_error_;
   std::string stream_engine_;
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
@@ -165,8 +167,6 @@ class Runtime {
   // Device queues for new streams, unless the backend has none or HIPXX_STREAMS=host.
   [[nodiscard]] QueueFactory queue_factory();
 
-  AllocationTable allocations_;
-  mutable AddressSpace address_space_;
   StreamRegistry streams_;
   EventRegistry events_;
   PoolRegistry pools_;
