@@ -115,6 +115,7 @@ TEST_CASE("hand-overs from many threads at once are all closed") {
   std::vector<std::vector<Pipe>> pipes(kThreads);
   for (std::vector<Pipe>& mine : pipes) mine.resize(kEach);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (std::vector<Pipe>& mine : pipes) {
     threads.emplace_back([&closer, &mine] {
       for (Pipe& pipe : mine) {

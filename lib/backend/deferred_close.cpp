@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace hipxx::backend {
@@ -111,10 +112,7 @@ bool DeferredClose::close_waiting() noexcept {
 }
 
 bool DeferredClose::any_waiting() const noexcept {
-  for (const std::atomic<int>& slot : slots_) {
-    if (slot.load() >= 0) return true;
-  }
-  return false;
+  return std::ranges::any_of(slots_, [](const std::atomic<int>& slot) { return slot.load() >= 0; });
 }
 
 bool DeferredClose::thread_is_ours() const noexcept {
