@@ -37,45 +37,24 @@ hipError_t check_word(Runtime& runtime, const void* ptr, hipMemAccessFlags neede
   return runtime.accessible(ptr, sizeof(Word), needed) ? hipSuccess : hipErrorInvalidValue;
 }
 
-// `width_mask` keeps Nor's complement at the word's own width.
-bool condition_holds(std::uint64_t current, std::uint64_t value, unsigned flags, std::uint64_t mask,
-                     std::uint64_t width_mask) noexcept {
-  const std::uint64_t masked = current & mask;
+// HIP's wait flags as the backend's condition; none for a flag HIP does not define.
+std::optional<hipxx::backend::WaitCondition> condition_of(unsigned flags) noexcept {
+  using hipxx::backend::WaitCondition;
   switch (flags) {
-    case hipStreamWaitValueGte: return masked >= value;
-    case hipStreamWaitValueEq: return masked == value;
-    case hipStreamWaitValueAnd: return (masked & value) != 0;
-    case hipStreamWaitValueNor: return (~(masked | (value & mask)) & width_mask) != 0;
-    default: return false;
+    case hipStreamWaitValueGte: return WaitCondition::at_least;
+    case hipStreamWaitValueEq: return WaitCondition::equal;
+    case hipStreamWaitValueAnd: return WaitCondition::any_common_bit;
+    case hipStreamWaitValueNor: return WaitCondition::some_bit_clear_in_both;
+    default: return std::nullopt;
   }
 }
 
-// The condition a device queue can evaluate itself, with the mask folded into the value; none
-// where only the host can. Gte compares as unsigned numbers in HIP, which a device's "at least"
-// (CUDA's compares the signed difference) does not match past half the range, so Gte goes to the
-// host unless it holds for every word (a value of 0); Eq goes there under a partial mask. Nor under
-// a partial mask always holds: the bits outside the mask are clear in both operands.
-struct DeviceWait {
-  hipxx::backend::WaitCondition condition;
-  std::uint64_t value;
-  bool always_holds = false;
-};
-
-std::optional<DeviceWait> device_wait(unsigned flags, std::uint64_t value, std::uint64_t mask,
-                                      std::uint64_t width_mask) noexcept {
+// Conditions that hold for every word need no wait at all: Gte of 0, and Nor under a partial mask
+// (the bits outside the mask are clear in both operands).
+bool always_holds(const hipxx::backend::WordWait& wait, std::uint64_t width_mask) noexcept {
   using hipxx::backend::WaitCondition;
-  const bool full_mask = (mask & width_mask) == width_mask;
-  switch (flags) {
-    case hipStreamWaitValueGte:
-      if (value == 0) return DeviceWait{WaitCondition::at_least, value, true};
-      return std::nullopt;
-    case hipStreamWaitValueEq:
-      if (full_mask) return DeviceWait{WaitCondition::equal, value};
-      return std::nullopt;
-    case hipStreamWaitValueAnd: return DeviceWait{WaitCondition::any_common_bit, value & mask};
-    case hipStreamWaitValueNor: return DeviceWait{WaitCondition::some_bit_clear_in_both, value, !full_mask};
-    default: return std::nullopt;
-  }
+  if (wait.condition == WaitCondition::at_least) return wait.value == 0;
+  return wait.condition == WaitCondition::some_bit_clear_in_both && (wait.mask & width_mask) != width_mask;
 }
 
 template <class Word>
@@ -83,25 +62,27 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
   return guarded([&](Runtime& runtime) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
-    if (flags > hipStreamWaitValueNor) return hipErrorInvalidValue;
+    const std::optional<hipxx::backend::WaitCondition> condition = condition_of(flags);
+    if (!condition) return hipErrorInvalidValue;
     if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead); error != hipSuccess) {
       return error;
     }
     constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
-    const std::optional<DeviceWait> on_device = device_wait(flags, value, mask, width_mask);
-    const bool host_only = !on_device || runtime.in_managed_memory(ptr, sizeof(Word));
-    auto on_queue = [host_only, on_device, ptr](hipxx::backend::Queue& queue) {
+    const hipxx::backend::WordWait wait{.value = value, .mask = mask, .condition = *condition};
+    // The CUDA driver refuses stream memory operations on managed memory; such waits run on the host.
+    const bool host_only = runtime.in_managed_memory(ptr, sizeof(Word));
+    auto on_queue = [host_only, wait, ptr](hipxx::backend::Queue& queue) {
       if (host_only) return hipErrorNotSupported;
-      if (on_device->always_holds) return hipSuccess;
-      return queue.wait_word(ptr, sizeof(Word), on_device->value, on_device->condition);
+      if (always_holds(wait, width_mask)) return hipSuccess;
+      return queue.wait_word(ptr, sizeof(Word), wait);
     };
-    return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, value, flags, mask] {
+    return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, wait] {
       hipError_t status = hipSuccess;
       hipxx::backend::poll_until(
           [&] {
             std::uint64_t current = 0;
             status = runtime.load_word(ptr, sizeof(Word), &current);
-            return status != hipSuccess || condition_holds(current, value, flags, mask, width_mask);
+            return status != hipSuccess || hipxx::backend::meets(current, wait, width_mask);
           },
           {.yielding_rounds = 1024, .longest_sleep = std::chrono::microseconds{50}});
       return status;

@@ -45,10 +45,29 @@ struct AccessGrant {
   hipMemAccessFlags flags = hipMemAccessFlagsProtNone;
 };
 
-// How a queue compares a word with a value when it waits: HIP's Gte, Eq, And and Nor conditions with
-// a full mask (the runtime folds a partial mask in where the result is the same, and otherwise
-// waits on the host).
+// How a queue compares a word with a value when it waits: HIP's Gte, Eq, And and Nor conditions, in
+// this order (a device kernel relies on it).
 enum class WaitCondition { at_least, equal, any_common_bit, some_bit_clear_in_both };
+
+// A stream wait as HIP defines it: the word, and-ed with `mask`, compared with `value`.
+struct WordWait {
+  std::uint64_t value = 0;
+  std::uint64_t mask = ~std::uint64_t{0};
+  WaitCondition condition = WaitCondition::equal;
+};
+
+// Whether `word` (of `width_mask`'s width) meets `wait`: Gte compares unsigned numbers, And asks for a
+// set bit in common, Nor for a bit clear in both the word and the value (within the mask and width).
+[[nodiscard]] inline bool meets(std::uint64_t word, const WordWait& wait, std::uint64_t width_mask) noexcept {
+  const std::uint64_t masked = word & wait.mask;
+  switch (wait.condition) {
+    case WaitCondition::at_least: return masked >= wait.value;
+    case WaitCondition::equal: return masked == wait.value;
+    case WaitCondition::any_common_bit: return (masked & wait.value) != 0;
+    case WaitCondition::some_bit_clear_in_both: return (~(masked | (wait.value & wait.mask)) & width_mask) != 0;
+  }
+  return false;
+}
 
 // A point in a queue that the device timestamps when it gets there (a CUevent on CUDA). Whether
 // the point was passed is the stream's progress word's to say; this gives only the times.
@@ -99,8 +118,9 @@ class Queue {
   // One naturally aligned 4- or 8-byte word. hipErrorNotSupported where the device cannot do it
   // for this address (CUDA refuses managed memory): the runtime then does it on the host.
   [[nodiscard]] virtual hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) = 0;
-  [[nodiscard]] virtual hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value,
-                                             WaitCondition condition) = 0;
+  // Later work waits until the word meets `wait` (see meets); hipErrorNotSupported where the device
+  // cannot evaluate that condition, and the runtime then waits on the host.
+  [[nodiscard]] virtual hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) = 0;
   // Later work waits for all work queued on `other` so far (an event recorded there and waited on).
   [[nodiscard]] virtual hipError_t wait_queue(Queue& other) = 0;
   // The host did work number `sequence` itself, after everything queued before it had finished and

@@ -137,10 +137,12 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     // this queue and recorded in the other's at one moment of both streams.
     std::scoped_lock both{mutex_, other->mutex_};
     sequence = next_sequence();
-    // The point is on the other's device queue (or done): wait there, in a way the driver sees.
-    // Otherwise the other stream's host thread still has work before it, and this stream's host
-    // thread waits for it; this stream's later work is held back behind that wait.
-    if (lane_idle_locked() && other->device_tail_ >= point &&
+    // The point is the end of the other's device queue (or done): wait there, in a way the driver
+    // sees. A queue wait covers everything queued so far, so where the other stream has queued more
+    // since (a stream wait that holds it, say), it would wait for that too, which HIP does not: then,
+    // as where the other's host thread still has work before the point, this stream's host thread
+    // waits for the point, and this stream's later work is held back behind that wait.
+    if (lane_idle_locked() && other->device_tail_ == point &&
         submit_locked([&other](backend::Queue& queue) { return queue.wait_queue(*other->queue_); }, sequence) ==
             hipSuccess) {
       return sequence;

@@ -13,6 +13,12 @@
 //      in a forked child) on device 1, which opens a hipMalloc allocation of device 0 through a legacy
 //      IPC handle and imports the mapped allocation through its fd (sent with SCM_RIGHTS), checks both
 //      with kernels on device 1 and overwrites them; the first process sees the new bytes.
+// And on one device:
+//   7. stream waits that the driver's own waits cannot express (Gte above half the 32-bit range, which
+//      the driver's GEQ would take as met; Eq under a partial mask) hold the stream on the device:
+//      a hipMemsetAsync queued behind one has not run while the gate is closed, a device-wide
+//      synchronisation from another thread does not return until it opens, and it opens when another
+//      stream writes the word.
 // Exits 77 (skipped, for meson) only where the CUDA runtime itself sees no device; if it sees one and
 // hipxx does not, that is a failure.
 #include <hipxx/hip_runtime_api.h>
@@ -22,6 +28,10 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include <cstdint>
 #include <cstdlib>
@@ -256,6 +266,52 @@ void second_device(void* va, std::size_t size, const hipMemAccessDesc& device0) 
   expect_pattern(va, size, 0xd1ce0001u);
 }
 
+// Step 7, for one condition: `closed` keeps the gate shut, `opening` opens it.
+void device_wait(unsigned flags, std::uint32_t value, std::uint32_t mask, std::uint32_t closed, std::uint32_t opening,
+                 unsigned long long* counter) {
+  constexpr std::size_t kBytes = 4096;
+  void* word = nullptr;
+  void* buffer = nullptr;
+  hipStream_t gated = nullptr;
+  hipStream_t writer = nullptr;
+  if (!HIP(hipExtMallocWithFlags(&word, sizeof(std::uint64_t), hipMallocSignalMemory)) ||
+      !HIP(hipMalloc(&buffer, kBytes)) || !HIP(hipStreamCreateWithFlags(&gated, hipStreamNonBlocking)) ||
+      !HIP(hipStreamCreateWithFlags(&writer, hipStreamNonBlocking))) {
+    return;
+  }
+  HIP(hipMemset(buffer, 0, kBytes));
+  HIP(hipMemcpy(word, &closed, sizeof closed, hipMemcpyHostToDevice));
+  HIP(hipStreamWaitValue32(gated, word, value, flags, mask));
+  HIP(hipMemsetAsync(buffer, 0x5a, kBytes, gated));
+  std::atomic<bool> synchronized{false};
+  std::thread device_wide([&] {
+    CUDA(cudaSetDevice(0));
+    CUDA(cudaDeviceSynchronize());
+    synchronized = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT(!synchronized.load());  // the wait is on the device
+  // And the memset behind it has not run (read on a stream of its own: a kernel here would need a
+  // device-wide synchronisation, which the closed gate holds).
+  std::vector<unsigned char> seen(kBytes, 0xff);
+  hipStream_t reader = nullptr;
+  if (HIP(hipStreamCreateWithFlags(&reader, hipStreamNonBlocking))) {
+    HIP(hipMemcpyAsync(seen.data(), buffer, kBytes, hipMemcpyDeviceToHost, reader));
+    HIP(hipStreamSynchronize(reader));
+    HIP(hipStreamDestroy(reader));
+  }
+  EXPECT(seen == std::vector<unsigned char>(kBytes, 0));
+  HIP(hipStreamWriteValue32(writer, word, opening, 0));
+  HIP(hipStreamSynchronize(gated));
+  device_wide.join();
+  EXPECT(synchronized.load());
+  EXPECT(kernel_mismatches(buffer, kBytes, 0x5a, counter) == 0);
+  HIP(hipStreamDestroy(writer));
+  HIP(hipStreamDestroy(gated));
+  HIP(hipFree(buffer));
+  HIP(hipFree(word));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,6 +402,16 @@ int main(int argc, char** argv) {
     std::printf("gpu-kernel-check: steps 5 and 6 ran on devices 0 and 1\n");
   } else {
     std::printf("gpu-kernel-check: one device; steps 5 and 6 need two\n");
+  }
+
+  // 7. Gte with a value above half the range (the word at 0 is "at least" it for the driver's GEQ,
+  // which compares the signed difference), and Eq with a mask of the low byte.
+  // Streams on host threads (HIPXX_STREAMS=host) wait on the host, and step 7 has nothing to check.
+  if (std::strncmp(hipxxGetStreamEngine(), "device queues", 13) == 0) {
+    device_wait(hipStreamWaitValueGte, 0x80000001u, 0xFFFFFFFFu, 0, 0x80000001u, counter);
+    device_wait(hipStreamWaitValueEq, 0x42u, 0xFFu, 0x143u, 0x7742u, counter);
+  } else {
+    std::printf("gpu-kernel-check: streams run on %s; step 7 needs device queues\n", hipxxGetStreamEngine());
   }
 
   HIP(hipFree(counter));

@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/cuda/cuda_queue.hpp"
 #include "backend/cuda/entry_points.hpp"
+#include "backend/cuda/wait_kernels.hpp"
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
@@ -34,6 +35,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -150,7 +152,8 @@ class CudaBackend final : public Backend {
             {.driver = &api_,
              .queues = queue_api_.get(),
              .context = device.context,
-             .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, device.device) != 0});
+             .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, device.device) != 0,
+             .wait_kernels = &wait_kernels_.emplace_back(*queue_api_, device.context)});
       }
     }
   }
@@ -728,6 +731,7 @@ class CudaBackend final : public Backend {
   const DriverApi api_;
   const std::unique_ptr<QueueApi> queue_api_;
   std::vector<cuda::QueueDevice> queue_devices_;  // empty: no device queues
+  std::deque<cuda::WaitKernels> wait_kernels_;  // one per device, at stable addresses for queue_devices_
   std::string queues_unavailable_;  // why queue_devices_ is empty
   std::vector<cuda::CUstream> side_streams_;  // per device, under mutex_; see copy
   static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;

@@ -173,6 +173,8 @@ static_assert(sizeof(CUipcMemHandle) == 64);
 
 // Streams, events, host calls and stream memory operations: what the backend's device queues use.
 using CUevent = struct CUevent_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
 using CUstreamCallback = void (*)(CUstream stream, CUresult status, void* data);
 
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
@@ -216,7 +218,12 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = static
   X(cuEventElapsedTime, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                                \
   X(cuMemHostAlloc, CUresult (*)(void** pointer, std::size_t bytes, unsigned flags))                                  \
   X(cuMemFreeHost, CUresult (*)(void* pointer))                                                                       \
-  X(cuPointerGetAttribute, CUresult (*)(void* data, int attribute, CUdeviceptr pointer))
+  X(cuPointerGetAttribute, CUresult (*)(void* data, int attribute, CUdeviceptr pointer))                              \
+  X(cuModuleLoadData, CUresult (*)(CUmodule * module, const void* image))                                             \
+  X(cuModuleGetFunction, CUresult (*)(CUfunction * function, CUmodule module, const char* name))                     \
+  X(cuLaunchKernel, CUresult (*)(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,              \
+                                 unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,        \
+                                 CUstream stream, void** parameters, void** extra))
 
 struct QueueApi {
 #define HIPXX_CUDA_DECLARE_QUEUE_ENTRY_POINT(name, type) std::type_identity_t<type> name = nullptr;

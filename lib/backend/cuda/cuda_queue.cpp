@@ -1,6 +1,7 @@
 // Device queues on CUDA streams:
 //   copy / fill            cuMemcpyAsync / cuMemsetD8Async (unified addressing)
-//   write_word / wait_word cuStreamWriteValue32/64 / cuStreamWaitValue32/64 (GEQ, EQ, AND, NOR)
+//   write_word / wait_word cuStreamWriteValue32/64 / cuStreamWaitValue32/64 (EQ, AND, NOR), and a
+//                          one-thread kernel for what those cannot express (wait_kernels.hpp)
 //   mark                   cuStreamWriteValue64 to the queue's progress word, which lives in pinned,
 //                          portable host memory that the host reads with a plain load
 //   wait_queue             cuEventRecord on the other stream, cuStreamWaitEvent on this one
@@ -13,12 +14,16 @@
 // CU_STREAM_NON_BLOCKING.
 #include "backend/cuda/cuda_queue.hpp"
 #include "backend/cuda/entry_points.hpp"
+#include "backend/cuda/wait_kernels.hpp"
 
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <new>
 #include <utility>
+#include <vector>
 
 namespace hipxx::backend::cuda {
 namespace {
@@ -33,10 +38,64 @@ hipError_t bind(const QueueDevice& device) noexcept {
   return to_hip(device.driver->cuCtxSetCurrent(device.context));
 }
 
-// The word a queue shares with the host, in pinned memory of its own.
-struct Words {
+// The word a queue shares with the host, in pinned memory; a cache line each, so that threads
+// polling different streams do not share one.
+struct alignas(64) Words {
   std::uint64_t progress = 0;
 };
+
+// Progress words come from pinned pages that are never given back. cuMemFreeHost waits for the
+// whole device: freeing a destroyed queue's word would make whoever destroys a stream (a thread
+// that exits, taking its per-thread stream with it) wait for every other stream, including one
+// that a stream wait holds until that thread moves on. A destroyed queue's word, which its stream
+// no longer writes, goes to the next queue instead.
+class ProgressWords {
+ public:
+  // A zeroed word, or null where no pinned memory can be had. The calling thread's current context
+  // allocates a new page where none is free; pages are portable, so any context's queues may use them.
+  Words* take(const QueueApi& api) {
+    std::lock_guard lock{mutex_};
+    if (free_.empty() && !add_page(api)) return nullptr;
+    Words* const words = free_.back();
+    free_.pop_back();
+    return new (words) Words{};
+  }
+
+  void give_back(Words* words) noexcept {
+    std::lock_guard lock{mutex_};
+    free_.push_back(words);  // cannot throw: add_page keeps room for every word there is
+  }
+
+ private:
+  static constexpr std::size_t kPageBytes = 4096;
+  static constexpr std::size_t kWordsPerPage = kPageBytes / sizeof(Words);
+
+  bool add_page(const QueueApi& api) {
+    void* page = nullptr;
+    if (api.cuMemHostAlloc(&page, kPageBytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+      return false;
+    }
+    try {
+      free_.reserve(++pages_ * kWordsPerPage);
+    } catch (...) {
+      --pages_;
+      (void)api.cuMemFreeHost(page);  // no queue uses this page yet
+      return false;
+    }
+    auto* const words = static_cast<Words*>(page);
+    for (std::size_t index = 0; index < kWordsPerPage; ++index) free_.push_back(&words[index]);
+    return true;
+  }
+
+  std::mutex mutex_;
+  std::vector<Words*> free_;
+  std::size_t pages_ = 0;
+};
+
+ProgressWords& progress_words() {
+  static ProgressWords* const words = new ProgressWords;  // never destroyed: queues may outlive statics
+  return *words;
+}
 
 class CudaTimestamp final : public Timestamp {
  public:
@@ -70,7 +129,7 @@ class CudaQueue final : public Queue {
     if (bind(device_) != hipSuccess) return;  // the context is gone, and the stream with it
     (void)api().cuStreamSynchronize(stream_);
     if (owned_) (void)api().cuStreamDestroy_v2(stream_);
-    (void)api().cuMemFreeHost(words_);
+    progress_words().give_back(words_);
   }
 
   std::uint64_t progress() const noexcept override {
@@ -98,16 +157,25 @@ class CudaQueue final : public Queue {
     return call(api().cuStreamWriteValue64_v2, stream_, address_of(address), value, CU_STREAM_WRITE_VALUE_DEFAULT);
   }
 
-  hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
-    unsigned flags = CU_STREAM_WAIT_VALUE_GEQ;
-    switch (condition) {
-      case WaitCondition::at_least: flags = CU_STREAM_WAIT_VALUE_GEQ; break;
-      case WaitCondition::equal: flags = CU_STREAM_WAIT_VALUE_EQ; break;
-      case WaitCondition::any_common_bit: flags = CU_STREAM_WAIT_VALUE_AND; break;
-      case WaitCondition::some_bit_clear_in_both:
-        if (!device_.wait_nor) return hipErrorNotSupported;
-        flags = CU_STREAM_WAIT_VALUE_NOR;
-        break;
+  // The driver's waits where they compute exactly HIP's condition: Eq under a full mask, And (the
+  // mask folded into the value), Nor under a full mask where the device has it. Gte (the driver's GEQ
+  // compares the signed difference, HIP unsigned numbers) and masked Eq and Nor go to a wait kernel.
+  hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) override {
+    const std::uint64_t width_mask = bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
+    const bool full_mask = (wait.mask & width_mask) == width_mask;
+    unsigned flags = 0;
+    std::uint64_t value = wait.value;
+    if (wait.condition == WaitCondition::equal && full_mask) {
+      flags = CU_STREAM_WAIT_VALUE_EQ;
+    } else if (wait.condition == WaitCondition::any_common_bit) {
+      flags = CU_STREAM_WAIT_VALUE_AND;
+      value &= wait.mask;
+    } else if (wait.condition == WaitCondition::some_bit_clear_in_both && full_mask && device_.wait_nor) {
+      flags = CU_STREAM_WAIT_VALUE_NOR;
+    } else {
+      if (device_.wait_kernels == nullptr) return hipErrorNotSupported;
+      if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
+      return device_.wait_kernels->launch(stream_, address, bytes, wait);
     }
     if (bytes == sizeof(std::uint32_t)) {
       return call(api().cuStreamWaitValue32_v2, stream_, address_of(address), static_cast<std::uint32_t>(value), flags);
@@ -206,17 +274,13 @@ std::string load_queue_entry_points(void* library, QueueApi& api) {
 std::unique_ptr<Queue> make_queue(const QueueDevice& device, bool null_stream, bool blocking, int priority) {
   if (bind(device) != hipSuccess) return nullptr;
   const QueueApi& api = *device.queues;
-  void* pinned = nullptr;
-  if (api.cuMemHostAlloc(&pinned, sizeof(Words), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
-      CUDA_SUCCESS) {
-    return nullptr;
-  }
-  auto* words = new (pinned) Words{};
+  Words* const words = progress_words().take(api);
+  if (words == nullptr) return nullptr;
   CUstream stream = CU_STREAM_LEGACY;
   if (!null_stream) {
     const unsigned flags = blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
     if (api.cuStreamCreateWithPriority(&stream, flags, driver_priority(api, priority)) != CUDA_SUCCESS) {
-      (void)api.cuMemFreeHost(pinned);
+      progress_words().give_back(words);
       return nullptr;
     }
   }

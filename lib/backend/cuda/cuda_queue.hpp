@@ -13,13 +13,16 @@ namespace hipxx::backend::cuda {
 // no counterpart).
 [[nodiscard]] hipError_t to_hip(CUresult result) noexcept;
 
-// What the queues of one device share: the driver, the device's primary context and what the
-// device can do with stream memory operations.
+class WaitKernels;
+
+// What the queues of one device share: the driver, the device's primary context, what the device
+// can do with stream memory operations, and its wait kernels (for the waits the driver cannot do).
 struct QueueDevice {
   const DriverApi* driver = nullptr;
   const QueueApi* queues = nullptr;
   CUcontext context = nullptr;
   bool wait_nor = false;  // CU_STREAM_WAIT_VALUE_NOR
+  WaitKernels* wait_kernels = nullptr;  // the backend's, one per device
 };
 
 // Resolves the queue entry points; empty, or the names this libcuda lacks.

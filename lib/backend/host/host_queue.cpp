@@ -18,16 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool holds(std::uint64_t word, std::uint64_t value, WaitCondition condition, std::uint64_t width_mask) noexcept {
-  switch (condition) {
-    case WaitCondition::at_least: return word >= value;
-    case WaitCondition::equal: return word == value;
-    case WaitCondition::any_common_bit: return (word & value) != 0;
-    case WaitCondition::some_bit_clear_in_both: return (~(word | value) & width_mask) != 0;
-  }
-  return false;
-}
-
 // What a record in a queue completes; shared with the queue's pending operation, since an event
 // may be destroyed while a record of it is still queued.
 class TimestampState {
@@ -106,13 +96,13 @@ class HostQueue final : public Queue {
     return push([this, address, bytes, value] { note(backend_.store_word(address, bytes, value)); });
   }
 
-  hipError_t wait_word(const void* address, std::size_t bytes, std::uint64_t value, WaitCondition condition) override {
+  hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) override {
     const std::uint64_t width_mask = bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
-    return push([this, address, bytes, value, condition, width_mask] {
+    return push([this, address, bytes, wait, width_mask] {
       poll_until([&] {
         std::uint64_t word = 0;
         if (backend_.load_word(address, bytes, &word) != hipSuccess) return true;  // nothing to wait on
-        return holds(word, value, condition, width_mask);
+        return meets(word, wait, width_mask);
       });
     });
   }
