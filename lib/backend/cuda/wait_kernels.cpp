@@ -12,8 +12,9 @@ namespace {
 // hipxx_wait_word<W>(address, value, mask, condition), for W of 32 and 64 bits: spins until the
 // word at `address`, and-ed with `mask`, meets `condition` (WaitCondition's order: 0 at least,
 // unsigned; 1 equal; 2 a bit in common with `value`; 3 a bit clear in both it and `value & mask`),
-// sleeping 200 ns between reads. Written for sm_70 (nanosleep, ld.relaxed.sys), the oldest target
-// with both.
+// sleeping 200 ns between reads. Each read is an acquire at system scope, so what a writer stored
+// before the word (a host, another device, another stream) is visible to the work that follows the
+// wait. Written for sm_70 (nanosleep, ld.acquire.sys), the oldest target with both.
 constexpr std::string_view kWaitKernelTemplate = R"ptx(
 .visible .entry hipxx_wait_word@W@(
 	.param .u64 hipxx_wait_word@W@_address,
@@ -30,7 +31,7 @@ constexpr std::string_view kWaitKernelTemplate = R"ptx(
 	ld.param.u@W@ %v2, [hipxx_wait_word@W@_mask];
 	ld.param.u32 %c, [hipxx_wait_word@W@_condition];
 $spin:
-	ld.relaxed.sys.u@W@ %v3, [%address];
+	ld.acquire.sys.u@W@ %v3, [%address];
 	and.b@W@ %v3, %v3, %v2;
 	setp.eq.u32 %p1, %c, 0;
 	setp.ge.u@W@ %p2, %v3, %v1;
@@ -72,6 +73,10 @@ std::string wait_kernels_ptx() {
   return ptx;
 }
 
+// A launch the driver refuses (out of resources, say) leaves the wait to the host, which can always
+// do it: the stream then holds its later work back itself.
+hipError_t launched(CUresult result) noexcept { return result == CUDA_SUCCESS ? hipSuccess : hipErrorNotSupported; }
+
 }  // namespace
 
 bool WaitKernels::load() noexcept {
@@ -98,12 +103,12 @@ hipError_t WaitKernels::launch(CUstream stream, const void* address, std::size_t
     auto value = static_cast<std::uint32_t>(wait.value);
     auto mask = static_cast<std::uint32_t>(wait.mask);
     void* arguments[] = {&device_address, &value, &mask, &condition};
-    return to_hip(api_.cuLaunchKernel(word32_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
+    return launched(api_.cuLaunchKernel(word32_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
   }
   std::uint64_t value = wait.value;
   std::uint64_t mask = wait.mask;
   void* arguments[] = {&device_address, &value, &mask, &condition};
-  return to_hip(api_.cuLaunchKernel(word64_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
+  return launched(api_.cuLaunchKernel(word64_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
 }
 
 }  // namespace hipxx::backend::cuda

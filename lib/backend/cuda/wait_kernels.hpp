@@ -1,7 +1,7 @@
 // Stream waits that the driver's cuStreamWaitValue cannot express, done by a one-thread kernel on
 // the stream instead: HIP compares a masked word as an unsigned number (Gte) or under a partial
 // mask (Eq), where the driver's GEQ compares the signed difference and knows no mask. The kernel
-// spins on the word (reading it at system scope, so a host's or another device's store shows) with
+// spins on the word (acquiring it at system scope, so a host's or another device's store shows) with
 // a short sleep between reads, so it holds one thread of one multiprocessor while it waits; work
 // queued after it on the stream starts once it returns, exactly as after a driver wait.
 //
@@ -26,7 +26,7 @@ class WaitKernels {
   ~WaitKernels() = default;  // the module lives as long as its context
 
   // Queues the wait on `stream`, whose context must be current (the queue's bind). hipErrorNotSupported
-  // where the kernels could not be loaded.
+  // where the kernels could not be loaded or the driver refuses the launch: the host waits instead.
   [[nodiscard]] hipError_t launch(CUstream stream, const void* address, std::size_t bytes, const WordWait& wait);
 
  private:
