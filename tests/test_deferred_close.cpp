@@ -54,6 +54,7 @@ TEST_CASE("a handed-over descriptor is closed soon, and not on the spot") {
   Pipe warm_up;
   closer.close_later(warm_up.write_end);  // starts the thread, whose first pass closes it at once
   REQUIRE(warm_up.writer_closed(kPatience));
+  closer.flush();  // waits for the end of that pass, which may still be looking at later slots
 
   // The thread's next pass is a second away: the hand-over itself closes nothing.
   Pipe pipe;

@@ -20,8 +20,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -58,7 +58,7 @@ class ProgressWords {
     if (free_.empty() && !add_page(api)) return nullptr;
     Words* const words = free_.back();
     free_.pop_back();
-    return new (words) Words{};
+    return std::construct_at(words);
   }
 
   void give_back(Words* words) noexcept {
@@ -93,7 +93,8 @@ class ProgressWords {
 };
 
 ProgressWords& progress_words() {
-  static ProgressWords* const words = new ProgressWords;  // never destroyed: queues may outlive statics
+  // Never destroyed: a thread exiting after static destruction may still give a word back.
+  static ProgressWords* const words = std::make_unique<ProgressWords>().release();
   return *words;
 }
 

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_queue.hpp"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -102,13 +103,13 @@ hipError_t WaitKernels::launch(CUstream stream, const void* address, std::size_t
   if (bytes == sizeof(std::uint32_t)) {
     auto value = static_cast<std::uint32_t>(wait.value);
     auto mask = static_cast<std::uint32_t>(wait.mask);
-    void* arguments[] = {&device_address, &value, &mask, &condition};
-    return launched(api_.cuLaunchKernel(word32_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
+    std::array<void*, 4> arguments{&device_address, &value, &mask, &condition};
+    return launched(api_.cuLaunchKernel(word32_, 1, 1, 1, 1, 1, 1, 0, stream, arguments.data(), nullptr));
   }
   std::uint64_t value = wait.value;
   std::uint64_t mask = wait.mask;
-  void* arguments[] = {&device_address, &value, &mask, &condition};
-  return launched(api_.cuLaunchKernel(word64_, 1, 1, 1, 1, 1, 1, 0, stream, arguments, nullptr));
+  std::array<void*, 4> arguments{&device_address, &value, &mask, &condition};
+  return launched(api_.cuLaunchKernel(word64_, 1, 1, 1, 1, 1, 1, 0, stream, arguments.data(), nullptr));
 }
 
 }  // namespace hipxx::backend::cuda
