@@ -153,7 +153,7 @@ class CudaBackend final : public Backend {
              .queues = queue_api_.get(),
              .context = device.context,
              .wait_nor = attribute(cuda::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, device.device) != 0,
-             .wait_kernels = &wait_kernels_.emplace_back(*queue_api_, device.context)});
+             .wait_kernels = &wait_kernels_.emplace_back(*queue_api_)});
       }
     }
   }

@@ -18,14 +18,15 @@ namespace hipxx::backend::cuda {
 
 class WaitKernels {
  public:
-  WaitKernels(const QueueApi& api, CUcontext context) noexcept : api_(api), context_(context) {}
+  explicit WaitKernels(const QueueApi& api) noexcept : api_(api) {}
   WaitKernels(const WaitKernels&) = delete;
   WaitKernels& operator=(const WaitKernels&) = delete;
   WaitKernels(WaitKernels&&) = delete;
   WaitKernels& operator=(WaitKernels&&) = delete;
   ~WaitKernels() = default;  // the module lives as long as its context
 
-  // Queues the wait on `stream`, whose context must be current (the queue's bind). hipErrorNotSupported
+  // Queues the wait on `stream`, whose context must be current (the queue's bind); the first launch
+  // loads the module into that context, so one WaitKernels serves one device. hipErrorNotSupported
   // where the kernels could not be loaded or the driver refuses the launch: the host waits instead.
   [[nodiscard]] hipError_t launch(CUstream stream, const void* address, std::size_t bytes, const WordWait& wait);
 
@@ -33,7 +34,6 @@ class WaitKernels {
   [[nodiscard]] bool load() noexcept;
 
   const QueueApi& api_;
-  CUcontext context_;
   std::once_flag loading_;
   CUfunction word32_ = nullptr;  // null where loading failed
   CUfunction word64_ = nullptr;
