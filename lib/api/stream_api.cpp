@@ -67,7 +67,7 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead); error != hipSuccess) {
       return error;
     }
-    constexpr std::uint64_t width_mask = static_cast<Word>(~Word{0});
+    constexpr std::uint64_t width_mask = hipxx::backend::width_mask_of(sizeof(Word));
     const hipxx::backend::WordWait wait{.value = value, .mask = mask, .condition = *condition};
     // The CUDA driver refuses stream memory operations on managed memory; such waits run on the host.
     const bool host_only = runtime.in_managed_memory(ptr, sizeof(Word));

@@ -56,6 +56,11 @@ struct WordWait {
   WaitCondition condition = WaitCondition::equal;
 };
 
+// All the bits of a 4- or 8-byte word.
+[[nodiscard]] constexpr std::uint64_t width_mask_of(std::size_t bytes) noexcept {
+  return bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
+}
+
 // Whether `word` (of `width_mask`'s width) meets `wait`: Gte compares unsigned numbers, And asks for a
 // set bit in common, Nor for a bit clear in both the word and the value (within the mask and width).
 [[nodiscard]] inline bool meets(std::uint64_t word, const WordWait& wait, std::uint64_t width_mask) noexcept {

@@ -162,7 +162,7 @@ class CudaQueue final : public Queue {
   // mask folded into the value), Nor under a full mask where the device has it. Gte (the driver's GEQ
   // compares the signed difference, HIP unsigned numbers) and masked Eq and Nor go to a wait kernel.
   hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) override {
-    const std::uint64_t width_mask = bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
+    const std::uint64_t width_mask = width_mask_of(bytes);
     const bool full_mask = (wait.mask & width_mask) == width_mask;
     unsigned flags = 0;
     std::uint64_t value = wait.value;

@@ -97,7 +97,7 @@ class HostQueue final : public Queue {
   }
 
   hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) override {
-    const std::uint64_t width_mask = bytes == sizeof(std::uint32_t) ? 0xFFFF'FFFFULL : ~0ULL;
+    const std::uint64_t width_mask = width_mask_of(bytes);
     return push([this, address, bytes, wait, width_mask] {
       poll_until([&] {
         std::uint64_t word = 0;
