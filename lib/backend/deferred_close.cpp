@@ -16,8 +16,11 @@ std::atomic<std::uint64_t> fork_generation_counter{1};
 void count_fork() noexcept { fork_generation_counter.fetch_add(1, std::memory_order_relaxed); }
 
 std::uint64_t fork_generation() noexcept {
+  // Should registering fail, a child never counts as one: it hands descriptors to the parent's
+  // thread, which it does not have, and they stay open until the closer is destroyed or the
+  // child exits.
   static const int registered = pthread_atfork(nullptr, nullptr, count_fork);
-  (void)registered;  // without the handler a child would reuse the parent's (missing) thread: closes then wait for exit
+  (void)registered;
   return fork_generation_counter.load(std::memory_order_relaxed);
 }
 
