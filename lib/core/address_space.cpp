@@ -4,8 +4,11 @@
 
 namespace hipxx::core {
 
+namespace {
+
+// The entry of an ordered map of base addresses that holds `address`, or null.
 template <class Map>
-auto* AddressSpace::entry_containing(Map& map, std::uintptr_t address) {
+auto* entry_containing(Map& map, std::uintptr_t address) {
   using Value = std::remove_reference_t<decltype(map.begin()->second)>;
   auto after = map.upper_bound(address);
   if (after == map.begin()) return static_cast<Value*>(nullptr);
@@ -13,10 +16,18 @@ auto* AddressSpace::entry_containing(Map& map, std::uintptr_t address) {
   return address < candidate.base + candidate.size ? &candidate : static_cast<Value*>(nullptr);
 }
 
+}  // namespace
+
 AddressSpace::AddressSpace() {
   // Reserved now, so that keeping a freed node never allocates (and so never throws) later.
   spare_reservations_.reserve(kSpareNodes);
-  spare_mappings_.reserve(kSpareNodes);
+}
+
+AddressSpace::~AddressSpace() {
+  while (spare_mappings_ != nullptr) {
+    std::unique_ptr<MappingNode> node{spare_mappings_};
+    spare_mappings_ = node->next_spare;
+  }
 }
 
 void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
@@ -53,19 +64,46 @@ Reservation* AddressSpace::reservation_containing(std::uintptr_t address) {
   return found;
 }
 
-MappingMap::iterator AddressSpace::add_mapping(Reservation& reservation, const MappingRecord& record) {
-  if (spare_mappings_.empty()) return reservation.mappings.emplace(record.base, record).first;
-  MappingMap::node_type node = std::move(spare_mappings_.back());
-  spare_mappings_.pop_back();
-  node.key() = record.base;
-  node.mapped() = record;
-  return reservation.mappings.insert(std::move(node)).position;
+MappingNode& AddressSpace::take_node() {
+  if (spare_mappings_ == nullptr) return *std::make_unique<MappingNode>().release();  // owned by the tree next
+  MappingNode& node = *spare_mappings_;
+  spare_mappings_ = node.next_spare;
+  --spare_mapping_count_;
+  return node;
 }
 
-MappingMap::iterator AddressSpace::remove_mapping(Reservation& reservation, MappingMap::iterator mapping) {
-  const MappingMap::iterator next = std::next(mapping);
-  MappingMap::node_type node = reservation.mappings.extract(mapping);
-  if (spare_mappings_.size() < kSpareNodes) spare_mappings_.push_back(std::move(node));
+void AddressSpace::keep_node(MappingNode& node) noexcept {
+  if (spare_mapping_count_ == kSpareNodes) {
+    std::unique_ptr<MappingNode>{&node};
+    return;
+  }
+  node.next_spare = spare_mappings_;
+  spare_mappings_ = &node;
+  ++spare_mapping_count_;
+}
+
+std::optional<MappingTree::iterator> AddressSpace::place_for(Reservation& reservation, std::uintptr_t address,
+                                                             std::size_t bytes) {
+  MappingTree& mappings = reservation.mappings;
+  // Mappings mostly come in address order (a growing array, a pool's chunks): after the last one
+  // needs no walk down the tree.
+  if (const MappingRecord* last = mappings.last(); last == nullptr || last->end() <= address) return mappings.end();
+  const MappingTree::iterator after = mappings.lower_bound(address + bytes);
+  if (after != mappings.begin() && std::prev(after)->record.end() > address) return std::nullopt;
+  return after;
+}
+
+MappingTree::iterator AddressSpace::add_mapping(Reservation& reservation, MappingTree::iterator before,
+                                                const MappingRecord& record) {
+  MappingNode& node = take_node();
+  node.record = record;
+  return reservation.mappings.adopt_before(before, node);
+}
+
+MappingTree::iterator AddressSpace::remove_mapping(Reservation& reservation, MappingTree::iterator mapping) noexcept {
+  MappingNode* released = nullptr;
+  const MappingTree::iterator next = reservation.mappings.release(mapping, released);
+  keep_node(*released);
   return next;
 }
 
@@ -82,29 +120,29 @@ Reservation* AddressSpace::reservation_holding(std::uintptr_t address, std::size
 Tiling AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {
   Reservation* reservation = reservation_holding(address, bytes);
   if (reservation == nullptr || bytes == 0) return {};
-  const auto first = reservation->mappings.find(address);
+  const MappingTree::iterator first = reservation->mappings.find(address);
   const std::uintptr_t end = address + bytes;
   std::uintptr_t cursor = address;
   std::size_t count = 0;
   for (auto mapping = first; cursor < end; ++mapping, ++count) {
-    if (mapping == reservation->mappings.end() || mapping->first != cursor || mapping->second.end() > end) {
+    if (mapping == reservation->mappings.end() || mapping->record.base != cursor || mapping->record.end() > end) {
       return {};
     }
-    cursor = mapping->second.end();
+    cursor = mapping->record.end();
   }
   return {.reservation = reservation, .first = first, .count = count};
 }
 
-MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
-  Reservation* reservation = reservation_containing(address);
-  return reservation == nullptr ? nullptr : entry_containing(reservation->mappings, address);
+MappingRecord* AddressSpace::mapping_in(MappingTree& mappings, std::uintptr_t address) noexcept {
+  const MappingTree::iterator after = mappings.upper_bound(address);
+  if (after == mappings.begin()) return nullptr;
+  MappingRecord& candidate = std::prev(after)->record;
+  return address < candidate.end() ? &candidate : nullptr;
 }
 
-bool AddressSpace::overlaps_mapping(const Reservation& reservation, std::uintptr_t address, std::size_t bytes) const {
-  if (reservation.mappings.empty()) return false;
-  const auto after = reservation.mappings.lower_bound(address + bytes);
-  if (after == reservation.mappings.begin()) return false;
-  return std::prev(after)->second.end() > address;
+MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
+  Reservation* reservation = reservation_containing(address);
+  return reservation == nullptr ? nullptr : mapping_in(reservation->mappings, address);
 }
 
 void AddressSpace::add_linear(const LinearAllocation& allocation) { linear_.emplace(allocation.base, allocation); }
@@ -148,7 +186,7 @@ bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, i
   if (!reservation->contains(address, bytes)) return false;
   std::uintptr_t cursor = address;
   while (cursor < end) {
-    const MappingRecord* mapping = entry_containing(reservation->mappings, cursor);
+    const MappingRecord* mapping = mapping_in(reservation->mappings, cursor);
     if (mapping == nullptr) return false;
     const hipMemAccessFlags granted = mapping->access.of(device);
     const bool enough = needed == hipMemAccessFlagsProtRead ? granted != hipMemAccessFlagsProtNone

@@ -1,21 +1,26 @@
 // The books of the virtual address space: reservations, the mappings inside them and plain device
-// allocations, each kept in an ordered map keyed by its base address so any address inside resolves
+// allocations, each kept in an ordered tree keyed by its base address so any address inside resolves
 // with one ordered lookup. HIP names ranges loosely (a set-access or an unmap may cover several
 // mappings); these lookups turn such a range into the exact run of whole mappings it covers, or
 // say that it does not.
 //
 // Reserve, free, map and unmap are each one short system call on the host backend and well under a
-// microsecond in the CUDA driver, so the books keep their own cost down: the map nodes of freed
-// reservations and unmapped mappings are kept for reuse instead of going back to malloc, and a
-// mapping's access list is two bit masks held in place.
+// microsecond in the CUDA driver, where every cache line the books touch shows: the driver's work
+// between two calls pushes the books out of the cache. So a map reads the reservation's line, takes
+// a node kept from an earlier unmap (one line holding the node's tree links and its record, chained
+// through the node itself while spare), and links it in; freed reservations' nodes are kept too,
+// and a mapping's access list is two bit masks held in place.
 #pragma once
 
 #include "core/allocation_table.hpp"
+
+#include <boost/intrusive/set.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -56,18 +61,80 @@ struct MappingRecord {
   [[nodiscard]] std::uintptr_t end() const noexcept { return base + size; }
 };
 
-using MappingMap = std::map<std::uintptr_t, MappingRecord>;
+using MappingHook =
+    boost::intrusive::set_base_hook<boost::intrusive::optimize_size<true>, boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
-struct Reservation {
+// One booked mapping: its tree links and its record in one cache line, so booking a mapping in
+// a map (a driver call of well under a microsecond) writes one line. A node the books keep for
+// reuse holds no record, only the link to the next kept node.
+struct alignas(64) MappingNode : MappingHook {
+  MappingNode() noexcept : record{} {}
+  union {
+    MappingRecord record;
+    MappingNode* next_spare;
+  };
+};
+static_assert(sizeof(MappingNode) == 64);
+
+struct MappingBase {
+  using type = std::uintptr_t;
+  type operator()(const MappingNode& node) const noexcept { return node.record.base; }
+};
+
+// A reservation's mappings in address order. It owns its nodes and frees those still in it when it
+// goes; the address space hands nodes in and takes them back out.
+class MappingTree {
+  using Set = boost::intrusive::set<MappingNode, boost::intrusive::key_of_value<MappingBase>,
+                                    boost::intrusive::constant_time_size<true>>;
+
+ public:
+  using iterator = Set::iterator;
+  using const_iterator = Set::const_iterator;
+
+  MappingTree() = default;
+  MappingTree(const MappingTree&) = delete;
+  MappingTree& operator=(const MappingTree&) = delete;
+  MappingTree(MappingTree&&) noexcept = default;
+  MappingTree& operator=(MappingTree&&) = delete;
+  ~MappingTree() { nodes_.clear_and_dispose([](MappingNode* node) { std::unique_ptr<MappingNode>{node}; }); }
+
+  [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
+  [[nodiscard]] iterator begin() noexcept { return nodes_.begin(); }
+  [[nodiscard]] iterator end() noexcept { return nodes_.end(); }
+  [[nodiscard]] const_iterator begin() const noexcept { return nodes_.begin(); }
+  [[nodiscard]] const_iterator end() const noexcept { return nodes_.end(); }
+  [[nodiscard]] iterator find(std::uintptr_t base) noexcept { return nodes_.find(base); }
+  [[nodiscard]] iterator lower_bound(std::uintptr_t base) noexcept { return nodes_.lower_bound(base); }
+  [[nodiscard]] iterator upper_bound(std::uintptr_t base) noexcept { return nodes_.upper_bound(base); }
+  [[nodiscard]] const_iterator upper_bound(std::uintptr_t base) const noexcept { return nodes_.upper_bound(base); }
+  // The last mapping, which every mapping made in address order goes after.
+  [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.crbegin()->record; }
+
+  // Links a node the caller owns and gives up, in front of `before` (which keeps the order).
+  iterator adopt_before(iterator before, MappingNode& node) noexcept { return nodes_.insert_before(before, node); }
+  // Unlinks one node and hands it back to the caller, who now owns it; returns the one after it.
+  iterator release(iterator mapping, MappingNode*& released) noexcept {
+    released = &*mapping;
+    return nodes_.erase(mapping);
+  }
+
+ private:
+  Set nodes_;
+};
+
+// A reservation and its mappings: what a map reads and writes of it shares one cache line.
+struct alignas(64) Reservation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  MappingMap mappings;
+  MappingTree mappings;
 
   [[nodiscard]] std::uintptr_t end() const noexcept { return base + size; }
   [[nodiscard]] bool contains(std::uintptr_t address, std::size_t bytes) const noexcept {
     return address >= base && bytes <= size && address - base <= size - bytes;
   }
 };
+static_assert(sizeof(Reservation) == 64);
 
 enum class LinearKind { device, managed, ipc_opened };
 
@@ -82,7 +149,7 @@ struct LinearAllocation {
 // A run of consecutive mappings of one reservation, in address order: `count` of them from `first`.
 struct Tiling {
   Reservation* reservation = nullptr;
-  MappingMap::iterator first;
+  MappingTree::iterator first;
   std::size_t count = 0;
 
   [[nodiscard]] bool empty() const noexcept { return count == 0; }
@@ -92,6 +159,11 @@ struct Tiling {
 class AddressSpace {
  public:
   AddressSpace();
+  AddressSpace(const AddressSpace&) = delete;
+  AddressSpace& operator=(const AddressSpace&) = delete;
+  AddressSpace(AddressSpace&&) = delete;
+  AddressSpace& operator=(AddressSpace&&) = delete;
+  ~AddressSpace();
 
   // May throw std::bad_alloc, and then books nothing.
   void add_reservation(std::uintptr_t base, std::size_t size);
@@ -100,12 +172,15 @@ class AddressSpace {
   // The reservation holding every byte of [address, address + bytes), if one does.
   [[nodiscard]] Reservation* reservation_holding(std::uintptr_t address, std::size_t bytes);
 
-  [[nodiscard]] bool overlaps_mapping(const Reservation& reservation, std::uintptr_t address, std::size_t bytes) const;
-  // Books a mapping the caller has checked fits in `reservation` without overlap. May throw
-  // std::bad_alloc, and then books nothing.
-  MappingMap::iterator add_mapping(Reservation& reservation, const MappingRecord& record);
+  // Where a mapping of [address, address + bytes) goes in `reservation`'s order (the mapping it goes
+  // before), or nothing where it would overlap one. The caller has checked the reservation holds it.
+  [[nodiscard]] std::optional<MappingTree::iterator> place_for(Reservation& reservation, std::uintptr_t address,
+                                                               std::size_t bytes);
+  // Books a mapping at the place place_for gave. May throw std::bad_alloc, and then books nothing.
+  MappingTree::iterator add_mapping(Reservation& reservation, MappingTree::iterator before,
+                                    const MappingRecord& record);
   // Forgets one mapping; returns the one after it.
-  MappingMap::iterator remove_mapping(Reservation& reservation, MappingMap::iterator mapping);
+  MappingTree::iterator remove_mapping(Reservation& reservation, MappingTree::iterator mapping) noexcept;
 
   // The whole mappings that exactly tile [address, address + bytes) inside one reservation; empty
   // when the range has a gap or cuts a mapping.
@@ -130,23 +205,29 @@ class AddressSpace {
  private:
   using ReservationMap = std::map<std::uintptr_t, Reservation>;
 
-  template <class Map>
-  static auto* entry_containing(Map& map, std::uintptr_t address);
   [[nodiscard]] Reservation* reservation_containing(std::uintptr_t address);
+  [[nodiscard]] static MappingRecord* mapping_in(MappingTree& mappings, std::uintptr_t address) noexcept;
+  [[nodiscard]] MappingNode& take_node();
+  void keep_node(MappingNode& node) noexcept;
 
   // Enough spare nodes for a program that keeps a few ranges or chunks coming and going; a burst of
   // frees beyond this gives its nodes back to malloc.
   static constexpr std::size_t kSpareNodes = 64;
 
-  ReservationMap reservations_;
+  // First, where the runtime puts them beside its lock: what a map reads here before its driver call.
+  //
   // The reservation the last lookup found, or the one last added: a map mostly goes into the range
   // just reserved, and an unmap or a set-access into the one just mapped, so most lookups end here
   // without walking the tree. Atomic because lookups also run under the shared lock, each thread
   // storing what it found; only removal, under the exclusive lock, can make it stale, and it clears it.
   std::atomic<Reservation*> last_found_{nullptr};
+  // Mapping nodes kept for reuse, chained through themselves, so taking one reads only the node.
+  MappingNode* spare_mappings_ = nullptr;
+  std::size_t spare_mapping_count_ = 0;
+
+  ReservationMap reservations_;
   std::map<std::uintptr_t, LinearAllocation> linear_;
   std::vector<ReservationMap::node_type> spare_reservations_;  // capacity kSpareNodes, from the start
-  std::vector<MappingMap::node_type> spare_mappings_;  // likewise
 };
 
 }  // namespace hipxx::core

@@ -23,7 +23,7 @@ namespace hipxx::core {
 
 // What map, unmap and release read (the first five fields) shares one cache line; the properties,
 // read only by queries, come after it.
-struct Allocation {
+struct alignas(64) Allocation {
   std::uintptr_t id = 0;
   int application_references = 0;
   int mappings = 0;

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <string_view>
 
@@ -70,7 +72,17 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
   // A mapping's access list holds AccessList::kMaxDevices devices (the host backend's limit too);
   // a machine with more GPUs shows the first ones.
   device_count_ = backend_ ? std::min(backend_->device_count(), AccessList::kMaxDevices) : 0;
-  if (device_count_ > 0) granularity_ = backend_->device(0).minimum_granularity;
+  if (device_count_ == 0) return;
+  map_call_ = backend_->map_call();
+  // Every backend's granularity is a power of two (a page, or 2 MiB), which the checks test with a mask.
+  const std::size_t granularity = backend_->device(0).minimum_granularity;
+  if (!std::has_single_bit(granularity) || granularity > std::numeric_limits<std::uint32_t>::max()) {
+    device_count_ = 0;
+    selection_error_ = "the " + std::string{backend_->name()} + " backend's granularity (" +
+                       std::to_string(granularity) + " bytes) is not a power of two of at most 4 GiB";
+    return;
+  }
+  granularity_ = static_cast<std::uint32_t>(granularity);
 }
 
 int Runtime::current_device() noexcept { return current_device_ordinal; }

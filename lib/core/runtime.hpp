@@ -29,7 +29,7 @@ struct BookCounts {
   std::size_t linear_allocations = 0;
 };
 
-class Runtime {
+class alignas(64) Runtime {
  public:
   // Chooses the backend from HIPXX_BACKEND on first use.
   [[nodiscard]] static Runtime& instance();
@@ -129,9 +129,7 @@ class Runtime {
     return location.type == hipMemLocationTypeDevice && valid_device(location.id);
   }
   [[nodiscard]] bool granular(std::uintptr_t value) const noexcept {
-    // Granularities are powers of two in every backend; a mask spares the division.
-    const std::size_t low_bits = granularity_ - 1;
-    return (granularity_ & low_bits) == 0 ? (value & low_bits) == 0 : value % granularity_ == 0;
+    return (value & (std::uintptr_t{granularity_} - 1)) == 0;
   }
   [[nodiscard]] bool valid_location_or_host(int device) const noexcept {
     return device == hipCpuDeviceId || valid_device(device);
@@ -140,21 +138,25 @@ class Runtime {
   // that was the last use.
   [[nodiscard]] std::optional<backend::PhysicalHandle> drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
-  // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
-  std::vector<backend::AccessGrant> grants_scratch_;
   // Books a new physical allocation; if the books cannot grow, releases it and rethrows.
   [[nodiscard]] hipMemGenericAllocationHandle_t book_allocation_locked(backend::PhysicalHandle physical,
                                                                        std::size_t size,
                                                                        const hipMemAllocationProp& properties);
 
-  // What every VMM call reads first (the backend, the checks' figures, the lock) shares one cache
-  // line; these calls take well under a microsecond in the driver, where each miss shows.
-  std::unique_ptr<backend::Backend> backend_;
-  std::size_t granularity_ = 0;
-  int device_count_ = 0;  // fixed once the backend has started
+  // What every VMM call reads first (the lock, the backend, the checks' figures, the backend's map,
+  // and the address space's first members: its last-found reservation and its spare mapping nodes)
+  // shares the object's first cache line. These calls take well under a microsecond in a driver,
+  // where each miss shows; the call before (a create, say) has just touched this line, after its own
+  // driver call, so a map finds it in the cache.
   mutable WriterPreferringLock mutex_;
-  AllocationTable allocations_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::uint32_t granularity_ = 0;  // a power of two (checked at start-up), so a mask checks it
+  int device_count_ = 0;  // fixed once the backend has started
+  backend::MapCall map_call_;
   mutable AddressSpace address_space_;
+  AllocationTable allocations_;
+  // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
+  std::vector<backend::AccessGrant> grants_scratch_;
   std::string selection_error_;
   std::string stream_engine_;
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;

@@ -135,18 +135,23 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   Allocation* allocation = allocations_.find(handle);
   if (allocation == nullptr || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
   Reservation* reservation = address_space_.reservation_holding(address, size);
-  if (reservation == nullptr || address_space_.overlaps_mapping(*reservation, address, size)) {
-    return hipErrorInvalidValue;
-  }
+  if (reservation == nullptr) return hipErrorInvalidValue;
+  const std::optional<MappingTree::iterator> place = address_space_.place_for(*reservation, address, size);
+  if (!place) return hipErrorInvalidValue;
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
+  // The allocation counts it before the driver call too: the driver's work pushes the books out of
+  // the cache, and after it a map that succeeds touches nothing but the lock.
   const auto booked = address_space_.add_mapping(
-      *reservation, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
-  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) {
+      *reservation, *place, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
+  const std::size_t size_before = allocation->size;
+  allocation->size = size;
+  ++allocation->mappings;
+  if (const hipError_t error = map_call_(*backend_, ptr, size, allocation->physical); error != hipSuccess) {
+    --allocation->mappings;
+    allocation->size = size_before;
     (void)address_space_.remove_mapping(*reservation, booked);
     return error;
   }
-  if (allocation->size == 0) allocation->size = size;
-  ++allocation->mappings;
   return hipSuccess;
 }
 
@@ -157,9 +162,9 @@ hipError_t Runtime::unmap(void* ptr, std::size_t size) {
   const Tiling tiles = address_space_.tiling(address, size);
   if (tiles.empty()) return hipErrorInvalidValue;
   hipError_t result = hipSuccess;
-  MappingMap::iterator mapping = tiles.first;
+  MappingTree::iterator mapping = tiles.first;
   for (std::size_t index = 0; index < tiles.count; ++index) {
-    const MappingRecord record = mapping->second;
+    const MappingRecord record = mapping->record;
     if (const hipError_t error = backend_->unmap(reinterpret_cast<void*>(record.base), record.size);
         error != hipSuccess) {
       return error;  // the mappings already undone stay undone; the rest are intact and still booked
@@ -198,20 +203,20 @@ hipError_t Runtime::set_access(void* ptr, std::size_t size, std::span<const hipM
   std::unique_lock lock{mutex_};
   const Tiling tiles = address_space_.tiling(address_of(ptr), size);
   if (tiles.empty()) return hipErrorInvalidValue;
-  MappingRecord& first = tiles.first->second;
+  MappingRecord& first = tiles.first->record;
   if (tiles.count == 1) return apply_access_locked(first, with_descriptors(first.access, descriptors));
   // Several mappings: remember how each was, so a refusal part-way can put back what this call
   // already changed and leave every mapping as it was.
   std::vector<AccessList> before;
   before.reserve(tiles.count);
-  MappingMap::iterator mapping = tiles.first;
-  for (std::size_t index = 0; index < tiles.count; ++index, ++mapping) before.push_back(mapping->second.access);
+  MappingTree::iterator mapping = tiles.first;
+  for (std::size_t index = 0; index < tiles.count; ++index, ++mapping) before.push_back(mapping->record.access);
   mapping = tiles.first;
   for (std::size_t index = 0; index < tiles.count; ++index, ++mapping) {
-    if (const hipError_t error = apply_access_locked(mapping->second, with_descriptors(before[index], descriptors));
+    if (const hipError_t error = apply_access_locked(mapping->record, with_descriptors(before[index], descriptors));
         error != hipSuccess) {
-      MappingMap::iterator undo = tiles.first;
-      for (std::size_t done = 0; done < index; ++done, ++undo) (void)apply_access_locked(undo->second, before[done]);
+      MappingTree::iterator undo = tiles.first;
+      for (std::size_t done = 0; done < index; ++done, ++undo) (void)apply_access_locked(undo->record, before[done]);
       return error;
     }
   }
