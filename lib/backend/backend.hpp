@@ -139,23 +139,6 @@ class Queue {
   [[nodiscard]] virtual hipError_t fault() = 0;
 };
 
-class Backend;
-
-// A backend's map as a plain function and one driver entry point, which the runtime keeps beside its
-// lock. A map takes well under a microsecond in a driver whose work just before (the create) has
-// pushed the backend object and its virtual table out of the cache; called through this, a map that
-// succeeds reads neither.
-struct MapCall {
-  using Entry = void (*)();
-  using Function = hipError_t (*)(Backend& backend, Entry entry, void* va, std::size_t size, PhysicalHandle handle);
-  Function function = nullptr;
-  Entry entry = nullptr;  // the driver's map, for a function that calls it directly; else unused
-
-  [[nodiscard]] hipError_t operator()(Backend& backend, void* va, std::size_t size, PhysicalHandle handle) const {
-    return function(backend, entry, va, size, handle);
-  }
-};
-
 class Backend {
  public:
   Backend() = default;
@@ -185,11 +168,6 @@ class Backend {
 
   // One whole physical allocation into part of one reservation; no access until set_access.
   [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;
-  // The same map, for the runtime to call without the virtual call (see MapCall); by default, map.
-  [[nodiscard]] virtual MapCall map_call() const noexcept {
-    return {.function = [](Backend& backend, MapCall::Entry /*entry*/, void* va, std::size_t size,
-                           PhysicalHandle handle) { return backend.map(va, size, handle); }};
-  }
   [[nodiscard]] virtual hipError_t unmap(void* va, std::size_t size) = 0;
   // Replaces the access of every device to one whole mapping (one grant per device). `handle` is the
   // allocation the mapping shows, for a backend that revokes access by mapping it afresh.

@@ -73,7 +73,6 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
   // a machine with more GPUs shows the first ones.
   device_count_ = backend_ ? std::min(backend_->device_count(), AccessList::kMaxDevices) : 0;
   if (device_count_ == 0) return;
-  map_call_ = backend_->map_call();
   // Every backend's granularity is a power of two (a page, or 2 MiB), which the checks test with a mask.
   const std::size_t granularity = backend_->device(0).minimum_granularity;
   if (!std::has_single_bit(granularity) || granularity > std::numeric_limits<std::uint32_t>::max()) {

@@ -143,16 +143,15 @@ class alignas(64) Runtime {
                                                                        std::size_t size,
                                                                        const hipMemAllocationProp& properties);
 
-  // What every VMM call reads first (the lock, the backend, the checks' figures, the backend's map,
-  // and the address space's first members: its last-found reservation and its spare mapping nodes)
-  // shares the object's first cache line. These calls take well under a microsecond in a driver,
-  // where each miss shows; the call before (a create, say) has just touched this line, after its own
-  // driver call, so a map finds it in the cache.
+  // What every VMM call reads first (the lock, the backend, the checks' figures, and the address
+  // space's first members: its last-found reservation and its spare mapping nodes) shares the
+  // object's first cache line. A map takes well under a microsecond in the CUDA driver, where each
+  // miss shows; the call before it (a create, say) has just touched this line after its own driver
+  // call, so a map finds the line in the cache.
   mutable WriterPreferringLock mutex_;
   std::unique_ptr<backend::Backend> backend_;
   std::uint32_t granularity_ = 0;  // a power of two (checked at start-up), so a mask checks it
   int device_count_ = 0;  // fixed once the backend has started
-  backend::MapCall map_call_;
   mutable AddressSpace address_space_;
   AllocationTable allocations_;
   // Grants for every device, refilled by each set_access under the write lock: no allocation per call.

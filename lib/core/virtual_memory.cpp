@@ -146,7 +146,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   const std::size_t size_before = allocation->size;
   allocation->size = size;
   ++allocation->mappings;
-  if (const hipError_t error = map_call_(*backend_, ptr, size, allocation->physical); error != hipSuccess) {
+  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) {
     --allocation->mappings;
     allocation->size = size_before;
     (void)address_space_.remove_mapping(*reservation, booked);

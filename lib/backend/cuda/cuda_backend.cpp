@@ -279,11 +279,14 @@ class CudaBackend final : public Backend {
   // A new mapping grants no device anything, which is what the table says of a mapping it lacks: the
   // mapping is booked here at its first set_access, so map itself is the driver call alone.
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
-    return map_through(*this, map_call().entry, va, size, handle);
-  }
-
-  [[nodiscard]] MapCall map_call() const noexcept override {
-    return {.function = &CudaBackend::map_through, .entry = reinterpret_cast<MapCall::Entry>(api_.cuMemMap)};
+    if (const CUresult result =
+            without_binding([&] { return api_.cuMemMap(address_of(va), size, 0, handle.value, 0); });
+        result != cuda::CUDA_SUCCESS) {
+      // The driver answers a size that is not the allocation's (which the books cannot check for an
+      // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
+      return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
+    }
+    return hipSuccess;
   }
 
   hipError_t unmap(void* va, std::size_t size) override {
@@ -601,22 +604,6 @@ class CudaBackend final : public Backend {
     CUcontext current = nullptr;
     if (api_.cuCtxGetCurrent(&current) == cuda::CUDA_SUCCESS && current == wanted) return hipSuccess;
     return to_hip(api_.cuCtxSetCurrent(wanted));
-  }
-
-  // cuMemMap through the entry the runtime keeps (MapCall): the backend object is read only where the
-  // driver refuses.
-  static hipError_t map_through(Backend& backend, MapCall::Entry entry, void* va, std::size_t size,
-                                PhysicalHandle handle) {
-    const auto cu_mem_map = reinterpret_cast<decltype(DriverApi::cuMemMap)>(entry);
-    CUresult result = cu_mem_map(address_of(va), size, 0, handle.value, 0);
-    if (result == cuda::CUDA_SUCCESS) return hipSuccess;
-    if (result == cuda::CUDA_ERROR_INVALID_CONTEXT && static_cast<CudaBackend&>(backend).bind_calling_thread() == hipSuccess) {
-      result = cu_mem_map(address_of(va), size, 0, handle.value, 0);
-      if (result == cuda::CUDA_SUCCESS) return hipSuccess;
-    }
-    // The driver answers a size that is not the allocation's (which the books cannot check for an
-    // imported handle before its first map) with "not supported"; HIP calls that an invalid value.
-    return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
   }
 
   // For operations on the unified address space, which any of our contexts can perform: the calling
