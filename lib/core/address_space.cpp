@@ -74,7 +74,7 @@ MappingNode& AddressSpace::take_node() {
 
 void AddressSpace::keep_node(MappingNode& node) noexcept {
   if (spare_mapping_count_ == kSpareNodes) {
-    std::unique_ptr<MappingNode>{&node};
+    const std::unique_ptr<MappingNode> freed{&node};
     return;
   }
   node.next_spare = spare_mappings_;
@@ -93,14 +93,15 @@ std::optional<MappingTree::iterator> AddressSpace::place_for(Reservation& reserv
   return after;
 }
 
-MappingTree::iterator AddressSpace::add_mapping(Reservation& reservation, MappingTree::iterator before,
+MappingTree::iterator AddressSpace::add_mapping(Reservation& reservation, const MappingTree::iterator& before,
                                                 const MappingRecord& record) {
   MappingNode& node = take_node();
   node.record = record;
   return reservation.mappings.adopt_before(before, node);
 }
 
-MappingTree::iterator AddressSpace::remove_mapping(Reservation& reservation, MappingTree::iterator mapping) noexcept {
+MappingTree::iterator AddressSpace::remove_mapping(Reservation& reservation,
+                                                   const MappingTree::iterator& mapping) noexcept {
   MappingNode* released = nullptr;
   const MappingTree::iterator next = reservation.mappings.release(mapping, released);
   keep_node(*released);

@@ -61,15 +61,16 @@ struct MappingRecord {
   [[nodiscard]] std::uintptr_t end() const noexcept { return base + size; }
 };
 
-using MappingHook =
-    boost::intrusive::set_base_hook<boost::intrusive::optimize_size<true>, boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+using MappingHook = boost::intrusive::set_base_hook<boost::intrusive::optimize_size<true>,
+                                                    boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
 // One booked mapping: its tree links and its record in one cache line, so booking a mapping in
 // a map (a driver call of well under a microsecond) writes one line. A node the books keep for
 // reuse holds no record, only the link to the next kept node.
 struct alignas(64) MappingNode : MappingHook {
-  MappingNode() noexcept : record{} {}
-  union {
+  MappingNode() noexcept : next_spare{nullptr} {}
+  // The constructor does start the union's chain link; clang-tidy 14 asks the anonymous union itself.
+  union {  // NOLINT(cppcoreguidelines-pro-type-member-init)
     MappingRecord record;
     MappingNode* next_spare;
   };
@@ -96,7 +97,9 @@ class MappingTree {
   MappingTree& operator=(const MappingTree&) = delete;
   MappingTree(MappingTree&&) noexcept = default;
   MappingTree& operator=(MappingTree&&) = delete;
-  ~MappingTree() { nodes_.clear_and_dispose([](MappingNode* node) { std::unique_ptr<MappingNode>{node}; }); }
+  ~MappingTree() {
+    nodes_.clear_and_dispose([](MappingNode* node) { const std::unique_ptr<MappingNode> freed{node}; });
+  }
 
   [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
   [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
@@ -112,9 +115,11 @@ class MappingTree {
   [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.crbegin()->record; }
 
   // Links a node the caller owns and gives up, in front of `before` (which keeps the order).
-  iterator adopt_before(iterator before, MappingNode& node) noexcept { return nodes_.insert_before(before, node); }
+  iterator adopt_before(const iterator& before, MappingNode& node) noexcept {
+    return nodes_.insert_before(before, node);
+  }
   // Unlinks one node and hands it back to the caller, who now owns it; returns the one after it.
-  iterator release(iterator mapping, MappingNode*& released) noexcept {
+  iterator release(const iterator& mapping, MappingNode*& released) noexcept {
     released = &*mapping;
     return nodes_.erase(mapping);
   }
@@ -174,13 +179,13 @@ class AddressSpace {
 
   // Where a mapping of [address, address + bytes) goes in `reservation`'s order (the mapping it goes
   // before), or nothing where it would overlap one. The caller has checked the reservation holds it.
-  [[nodiscard]] std::optional<MappingTree::iterator> place_for(Reservation& reservation, std::uintptr_t address,
-                                                               std::size_t bytes);
+  [[nodiscard]] static std::optional<MappingTree::iterator> place_for(Reservation& reservation, std::uintptr_t address,
+                                                                      std::size_t bytes);
   // Books a mapping at the place place_for gave. May throw std::bad_alloc, and then books nothing.
-  MappingTree::iterator add_mapping(Reservation& reservation, MappingTree::iterator before,
+  MappingTree::iterator add_mapping(Reservation& reservation, const MappingTree::iterator& before,
                                     const MappingRecord& record);
   // Forgets one mapping; returns the one after it.
-  MappingTree::iterator remove_mapping(Reservation& reservation, MappingTree::iterator mapping) noexcept;
+  MappingTree::iterator remove_mapping(Reservation& reservation, const MappingTree::iterator& mapping) noexcept;
 
   // The whole mappings that exactly tile [address, address + bytes) inside one reservation; empty
   // when the range has a gap or cuts a mapping.

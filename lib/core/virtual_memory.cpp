@@ -136,7 +136,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   if (allocation == nullptr || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
   Reservation* reservation = address_space_.reservation_holding(address, size);
   if (reservation == nullptr) return hipErrorInvalidValue;
-  const std::optional<MappingTree::iterator> place = address_space_.place_for(*reservation, address, size);
+  const std::optional<MappingTree::iterator> place = AddressSpace::place_for(*reservation, address, size);
   if (!place) return hipErrorInvalidValue;
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
   // The allocation counts it before the driver call too: the driver's work pushes the books out of
