@@ -625,6 +625,73 @@ TEST_CASE("map: overlapping an existing mapping is refused") {
   CHECK(hipMemRelease(two) == hipSuccess);
 }
 
+TEST_CASE("map: out of address order, each mapping goes into its gap, and a gap's neighbours refuse overlaps") {
+  LeakCheck leaks;
+  constexpr std::size_t kGranules = 8;
+  void* base = reserve(kGranules * G);
+  std::vector<Handle> handles;
+  for (std::size_t i = 0; i < kGranules; ++i) handles.push_back(create(G));
+  Handle wide = create(2 * G);
+  // Granule 6 first, then 2 and 0 in front of it, then 4 between: none of them after the last one.
+  for (const std::size_t granule : {6, 2, 0, 4}) {
+    REQUIRE(hipMemMap(at(base, granule * G), G, 0, handles[granule], 0) == hipSuccess);
+  }
+  // A two-granule mapping into a one-granule gap overlaps the mapping on one side or the other.
+  CHECK_REFUSED(hipMemMap(at(base, G), 2 * G, 0, wide, 0), hipErrorInvalidValue);  // runs into 2
+  CHECK_REFUSED(hipMemMap(at(base, 3 * G), 2 * G, 0, wide, 0), hipErrorInvalidValue);  // runs into 4
+  CHECK_REFUSED(hipMemMap(at(base, 5 * G), 2 * G, 0, wide, 0), hipErrorInvalidValue);  // runs into 6
+  CHECK_REFUSED(hipMemMap(at(base, 7 * G), 2 * G, 0, wide, 0), hipErrorInvalidValue);  // past the end
+  CHECK(books().mappings == leaks.start.mappings + 4);
+  // The gaps, from the last one back: the reservation is then mapped end to end, in order.
+  for (const std::size_t granule : {7, 5, 3, 1}) {
+    REQUIRE(hipMemMap(at(base, granule * G), G, 0, handles[granule], 0) == hipSuccess);
+  }
+  std::size_t count = 0;
+  REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+  CHECK(count == kGranules);
+  // One grant and one copy over all eight; each granule shows its own allocation.
+  grant(base, kGranules * G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, kGranules * G, 53);
+  CHECK(holds_pattern(base, kGranules * G, 53));
+  for (std::size_t granule = 0; granule < kGranules; ++granule) {
+    Handle retained = nullptr;
+    REQUIRE(hipMemRetainAllocationHandle(&retained, at(base, granule * G + G / 2)) == hipSuccess);
+    CHECK(retained == handles[granule]);
+    CHECK(hipMemRelease(retained) == hipSuccess);
+  }
+  CHECK(hipMemUnmap(base, kGranules * G) == hipSuccess);
+  CHECK(books().mappings == leaks.start.mappings);
+  for (Handle handle : handles) CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemRelease(wide) == hipSuccess);
+  CHECK(hipMemAddressFree(base, kGranules * G) == hipSuccess);
+}
+
+TEST_CASE("map and unmap: more mappings at once than the books keep spare nodes for, twice over") {
+  // The books keep the nodes of 64 unmapped mappings for reuse and free the rest; mapping 200 at
+  // once, unmapping them all and mapping them again goes through both, and ASan sees every node.
+  LeakCheck leaks;
+  constexpr std::size_t kMappings = 200;
+  void* base = reserve(kMappings * G);
+  Handle handle = create(G);
+  for (int round = 0; round < 2; ++round) {
+    // Every other granule first, then the ones between: both ways into the tree.
+    for (std::size_t granule = 0; granule < kMappings; granule += 2) {
+      REQUIRE(hipMemMap(at(base, granule * G), G, 0, handle, 0) == hipSuccess);
+    }
+    for (std::size_t granule = kMappings - 1; granule < kMappings; granule -= 2) {
+      REQUIRE(hipMemMap(at(base, granule * G), G, 0, handle, 0) == hipSuccess);
+    }
+    std::size_t count = 0;
+    REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+    CHECK(count == kMappings);
+    CHECK(hipMemUnmap(base, kMappings * G) == hipSuccess);
+    REQUIRE(hipxxGetReservationMappingCount(base, &count) == hipSuccess);
+    CHECK(count == 0);
+  }
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, kMappings * G) == hipSuccess);
+}
+
 TEST_CASE("map: the range must lie inside one reservation") {
   LeakCheck leaks;
   AdjacentReservations pair(2 * G);
