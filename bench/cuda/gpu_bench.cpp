@@ -11,6 +11,9 @@
 //               before the enqueue call to the callback's own steady_clock timestamp.
 //   vmm/*       every VMM call through hipxx against the cuMem* call it becomes, at 2 MiB and 64 MiB:
 //               host wall clock of each single (synchronous) call. Target <= 1.05x.
+//   placement/* vmm/MemMap's ratio in two parts (report only): the driver's map into a slot of an
+//               arena-sized chunk against its map into a reservation of its own, and hipMemMap
+//               against the driver's map into such a chunk.
 //   pool/*      hipMallocAsync+hipFreeAsync against cuMemAllocAsync+cuMemFreeAsync (default pools),
 //               one stream each, the identical log-uniform 256 B - 4 MiB size sequence (fixed seed),
 //               64 allocations live in a ring. Throughput rows time the whole sequence plus the final
@@ -36,10 +39,10 @@
 // written); 64 bad command line.
 #include "backend/cuda/cuda_driver.hpp"
 
-#include <hipxx/device.hpp>
-#include <hipxx/growable_array.hpp>
 #include <hipxx/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
+#include <hipxx/device.hpp>
+#include <hipxx/growable_array.hpp>
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -91,20 +94,20 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = static_cast<C
 // The entry points: the CUDA backend's own list (lib/backend/cuda/cuda_driver.hpp), and the few the
 // bench calls beyond it, by the exact exported symbol. cuEventElapsedTime_v2 (CUDA 12.8+) falls back to
 // cuEventElapsedTime.
-#define GPU_BENCH_EXTRA_ENTRY_POINTS(X)                                                                     \
-  X(cuDriverGetVersion, CUresult (*)(int* version))                                                         \
-  X(cuMemGetInfo_v2, CUresult (*)(std::size_t * free, std::size_t * total))                                 \
-  X(cuMemcpyDtoD_v2, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                    \
-  X(cuStreamCreate, CUresult (*)(CUstream * stream, unsigned flags))                                        \
-  X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                                      \
-  X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                                     \
-  X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                                           \
-  X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                                         \
-  X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                                            \
-  X(cuEventSynchronize, CUresult (*)(CUevent event))                                                        \
-  X(cuEventElapsedTime_v2, CUresult (*)(float* milliseconds, CUevent start, CUevent end))                  \
-  X(cuMemAllocAsync, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, CUstream stream))                   \
-  X(cuMemFreeAsync, CUresult (*)(CUdeviceptr ptr, CUstream stream))                                         \
+#define GPU_BENCH_EXTRA_ENTRY_POINTS(X)                                                   \
+  X(cuDriverGetVersion, CUresult (*)(int* version))                                       \
+  X(cuMemGetInfo_v2, CUresult (*)(std::size_t * free, std::size_t * total))               \
+  X(cuMemcpyDtoD_v2, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))   \
+  X(cuStreamCreate, CUresult (*)(CUstream * stream, unsigned flags))                      \
+  X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                    \
+  X(cuStreamSynchronize, CUresult (*)(CUstream stream))                                   \
+  X(cuEventCreate, CUresult (*)(CUevent * event, unsigned flags))                         \
+  X(cuEventDestroy_v2, CUresult (*)(CUevent event))                                       \
+  X(cuEventRecord, CUresult (*)(CUevent event, CUstream stream))                          \
+  X(cuEventSynchronize, CUresult (*)(CUevent event))                                      \
+  X(cuEventElapsedTime_v2, CUresult (*)(float* milliseconds, CUevent start, CUevent end)) \
+  X(cuMemAllocAsync, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, CUstream stream)) \
+  X(cuMemFreeAsync, CUresult (*)(CUdeviceptr ptr, CUstream stream))                       \
   X(cuLaunchHostFunc, CUresult (*)(CUstream stream, CUhostFn fn, void* user_data))
 
 #define GPU_BENCH_CUDA_ENTRY_POINTS(X) HIPXX_CUDA_DRIVER_ENTRY_POINTS(X) GPU_BENCH_EXTRA_ENTRY_POINTS(X)
@@ -131,8 +134,8 @@ struct BenchError : std::runtime_error {
 // Process-wide state: the driver (when usable) and the context the raw side runs in.
 // ------------------------------------------------------------------------------------------------
 cu::Driver g_cu;
-bool g_raw = false;            // the raw-CUDA side runs
-std::string g_raw_note;        // why it does not, when it does not
+bool g_raw = false;  // the raw-CUDA side runs
+std::string g_raw_note;  // why it does not, when it does not
 cu::CUdevice g_cu_device = 0;  // hipxx device 0 is CUDA ordinal 0, the same device
 cu::CUcontext g_cu_context = nullptr;
 
@@ -250,7 +253,9 @@ Stats stats_of(std::vector<double> samples) {
   s.median = n % 2 == 1 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
   s.min = samples.front();
   s.max = samples.back();
-  const auto rank = [&](double q) { return samples[std::min(n - 1, static_cast<std::size_t>(q * static_cast<double>(n)))]; };
+  const auto rank = [&](double q) {
+    return samples[std::min(n - 1, static_cast<std::size_t>(q * static_cast<double>(n)))];
+  };
   s.p10 = rank(0.10);
   s.p90 = rank(0.90);
   double sum = 0;
@@ -262,9 +267,9 @@ Stats stats_of(std::vector<double> samples) {
 enum class TargetKind { report_only, max_ratio };
 
 struct Row {
-  std::string id;      // e.g. vmm/MemCreate/64MiB
-  std::string unit;    // of the stats below: ns, us, ms, GiB
-  double scale = 1;    // samples are divided by this to give `unit`
+  std::string id;  // e.g. vmm/MemCreate/64MiB
+  std::string unit;  // of the stats below: ns, us, ms, GiB
+  double scale = 1;  // samples are divided by this to give `unit`
   std::optional<Stats> hipxx;
   std::optional<Stats> baseline;
   TargetKind target = TargetKind::report_only;
@@ -435,10 +440,12 @@ std::string render_json(const Report& report) {
   out << "  \"notes\": [";
   for (std::size_t i = 0; i < report.notes.size(); ++i) out << (i ? ", " : "") << json_string(report.notes[i]);
   out << "],\n  \"growth_series\": {\"note\": "
-      << json_string("probe runs, one point per 64 MiB step: each step waits for its device work and queries "
-                     "cuMemGetInfo, so these times are slower than the timed rows; used = the most total - free "
-                     "above the start during the step (hipxx: mapped bytes where the raw driver is unavailable)")
-      << ", \"size_gib\": " << json_array(report.grow_size_gib) << ", \"hipxx_ms\": " << json_array(report.grow_hipxx_ms)
+      << json_string(
+             "probe runs, one point per 64 MiB step: each step waits for its device work and queries "
+             "cuMemGetInfo, so these times are slower than the timed rows; used = the most total - free "
+             "above the start during the step (hipxx: mapped bytes where the raw driver is unavailable)")
+      << ", \"size_gib\": " << json_array(report.grow_size_gib)
+      << ", \"hipxx_ms\": " << json_array(report.grow_hipxx_ms)
       << ", \"hipxx_used_gib\": " << json_array(report.grow_hipxx_used_gib)
       << ", \"baseline_ms\": " << json_array(report.grow_baseline_ms)
       << ", \"baseline_used_gib\": " << json_array(report.grow_baseline_used_gib) << "},\n";
@@ -448,13 +455,14 @@ std::string render_json(const Report& report) {
     const auto ratio = row.ratio();
     const auto met = row.met();
     out << (i ? "," : "") << "\n    {\"benchmark\": " << json_string(row.id) << ", \"unit\": " << json_string(row.unit)
-        << ", \"hipxx\": " << json_stats(row.hipxx, row.scale) << ", \"baseline\": " << json_stats(row.baseline, row.scale)
-        << ", \"ratio\": " << (ratio ? json_number(*ratio) : "null") << ", \"target\": {\"kind\": "
-        << json_string(row.target == TargetKind::max_ratio ? "max_ratio" : "report_only")
+        << ", \"hipxx\": " << json_stats(row.hipxx, row.scale)
+        << ", \"baseline\": " << json_stats(row.baseline, row.scale)
+        << ", \"ratio\": " << (ratio ? json_number(*ratio) : "null")
+        << ", \"target\": {\"kind\": " << json_string(row.target == TargetKind::max_ratio ? "max_ratio" : "report_only")
         << ", \"value\": " << (row.target == TargetKind::max_ratio ? json_number(row.target_value) : "null")
-        << ", \"text\": " << json_string(row.target_text) << "}, \"met\": " << (met ? (*met ? "true" : "false") : "null")
-        << ", \"note\": " << json_string(row.note) << ", \"error\": " << (row.error.empty() ? "null" : json_string(row.error))
-        << "}";
+        << ", \"text\": " << json_string(row.target_text)
+        << "}, \"met\": " << (met ? (*met ? "true" : "false") : "null") << ", \"note\": " << json_string(row.note)
+        << ", \"error\": " << (row.error.empty() ? "null" : json_string(row.error)) << "}";
   }
   out << "\n  ]\n}\n";
   return out.str();
@@ -680,8 +688,9 @@ void bench_events() {
 
   interleave(hip_callback_latency, cu_callback_latency, hip_cb, cu_cb);
   Row callback_row = make_row("event/callback latency (enqueue to callback)", "us", 1e3, hip_cb, cu_cb);
-  callback_row.note = "hipStreamAddCallback vs cuLaunchHostFunc on an idle stream, steady_clock before the enqueue "
-                      "call to steady_clock inside the callback";
+  callback_row.note =
+      "hipStreamAddCallback vs cuLaunchHostFunc on an idle stream, steady_clock before the enqueue "
+      "call to steady_clock inside the callback";
   add_row(std::move(callback_row));
 }
 
@@ -702,9 +711,16 @@ enum VmmOp : int {
   kVmmOpCount
 };
 
-constexpr const char* kVmmOpNames[kVmmOpCount] = {
-    "MemAddressReserve", "MemCreate", "MemMap", "MemSetAccess", "MemUnmap", "MemRelease", "MemAddressFree",
-    "MemExportToShareableHandle(fd)", "MemImportFromShareableHandle(fd)", "MemRelease(imported)"};
+constexpr const char* kVmmOpNames[kVmmOpCount] = {"MemAddressReserve",
+                                                  "MemCreate",
+                                                  "MemMap",
+                                                  "MemSetAccess",
+                                                  "MemUnmap",
+                                                  "MemRelease",
+                                                  "MemAddressFree",
+                                                  "MemExportToShareableHandle(fd)",
+                                                  "MemImportFromShareableHandle(fd)",
+                                                  "MemRelease(imported)"};
 
 using VmmSamples = std::vector<std::vector<double>>;
 
@@ -787,9 +803,8 @@ void hip_share_cycle(hipMemGenericAllocationHandle_t handle, VmmSamples* samples
     if (imported != nullptr) (void)hipMemRelease(imported);
     if (fd >= 0) close(fd);
   }};
-  timed(samples, kExport, [&] {
-    HIP_CHECK(hipMemExportToShareableHandle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0));
-  });
+  timed(samples, kExport,
+        [&] { HIP_CHECK(hipMemExportToShareableHandle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0)); });
   timed(samples, kImport, [&] {
     HIP_CHECK(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
                                               hipMemHandleTypePosixFileDescriptor));
@@ -843,7 +858,8 @@ void add_vmm_rows(std::size_t size, const VmmSamples& hip_samples, const VmmSamp
     Row row;
     row.id = "vmm/" + std::string{kVmmOpNames[op]} + "/" + size_name(size);
     if (error.empty()) {
-      row = make_row(row.id, "us", 1e3, hip_samples[static_cast<std::size_t>(op)], cu_samples[static_cast<std::size_t>(op)]);
+      row = make_row(row.id, "us", 1e3, hip_samples[static_cast<std::size_t>(op)],
+                     cu_samples[static_cast<std::size_t>(op)]);
     } else {
       row.error = error;
     }
@@ -865,7 +881,9 @@ void bench_vmm() {
                                        g_cu_device));
     exportable = exportable && cu_fd != 0;
   }
-  if (!exportable) add_note("POSIX fd export is not supported here: VMM allocations are not exportable and export/import rows are skipped");
+  if (!exportable)
+    add_note(
+        "POSIX fd export is not supported here: VMM allocations are not exportable and export/import rows are skipped");
 
   hipMemAllocationProp prop{};
   prop.type = hipMemAllocationTypePinned;
@@ -876,7 +894,8 @@ void bench_vmm() {
   if (g_raw) {
     cu::CUmemAllocationProp cu_prop{};
     cu_prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
-    cu_prop.requestedHandleTypes = exportable ? cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : cu::CU_MEM_HANDLE_TYPE_NONE;
+    cu_prop.requestedHandleTypes =
+        exportable ? cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : cu::CU_MEM_HANDLE_TYPE_NONE;
     cu_prop.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, g_cu_device};
     std::size_t cu_granularity = 0;
     CU_CHECK(g_cu.cuMemGetAllocationGranularity(&cu_granularity, &cu_prop, cu::CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -939,6 +958,94 @@ void bench_vmm() {
     }
     progress("[vmm] %s: %d reps in %.2f s", size_name(size).c_str(), g_config.vmm_reps,
              ns_between(start, Clock::now()) / 1e9);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 2b. Where map's ratio comes from: the arena's placement, and the books
+// ------------------------------------------------------------------------------------------------
+// hipxx maps into a sub-range of a driver reservation it made once (an arena chunk), where the raw
+// side of vmm/MemMap maps into a reservation of its own. These rows split the ratio in two, with
+// three kinds of map timed in turn in each cycle, each just after its allocation's create:
+//   the driver's map into a reservation of its own (what vmm/MemMap's baseline does),
+//   the driver's map into one slot of a chunk reserved once, as large as hipxx's arena uses,
+//   hipMemMap into a range hipxx's arena gives.
+enum class MapPlacement { own_reservation, chunk, hipxx };
+
+double map_sample(MapPlacement placement, std::size_t size, cu::CUdeviceptr chunk_slot) {
+  if (placement == MapPlacement::hipxx) {
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location = {hipMemLocationTypeDevice, 0};
+    void* va = nullptr;
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    HIP_CHECK(hipMemAddressReserve(&va, size, 0, nullptr, 0));
+    Defer free_va{[&] { (void)hipMemAddressFree(va, size); }};
+    HIP_CHECK(hipMemCreate(&handle, size, &prop, 0));
+    Defer release{[&] { (void)hipMemRelease(handle); }};
+    const auto start = Clock::now();
+    HIP_CHECK(hipMemMap(va, size, 0, handle, 0));
+    const double elapsed = ns_between(start, Clock::now());
+    HIP_CHECK(hipMemUnmap(va, size));
+    return elapsed;
+  }
+  cu::CUmemAllocationProp prop{};
+  prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, g_cu_device};
+  cu::CUdeviceptr va = chunk_slot;
+  if (placement == MapPlacement::own_reservation) CU_CHECK(g_cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+  Defer free_va{[&] {
+    if (placement == MapPlacement::own_reservation) (void)g_cu.cuMemAddressFree(va, size);
+  }};
+  cu::CUmemGenericAllocationHandle handle = 0;
+  CU_CHECK(g_cu.cuMemCreate(&handle, size, &prop, 0));
+  Defer release{[&] { (void)g_cu.cuMemRelease(handle); }};
+  const auto start = Clock::now();
+  CU_CHECK(g_cu.cuMemMap(va, size, 0, handle, 0));
+  const double elapsed = ns_between(start, Clock::now());
+  CU_CHECK(g_cu.cuMemUnmap(va, size));
+  return elapsed;
+}
+
+void bench_placement() {
+  if (!g_raw)
+    add_note("placement rows: the raw driver's maps are skipped (" + g_raw_note + "); hipMemMap alone is timed");
+  for (const std::size_t size : g_config.vmm_sizes) {
+    // The chunk sizes of the CUDA backend's arenas (lib/backend/cuda/cuda_backend.cpp).
+    const std::size_t chunk_size = size <= 8 * kMiB ? 16 * kMiB : 64 * kGiB;
+    const std::size_t slots = std::min<std::size_t>(8, chunk_size / size);
+    cu::CUdeviceptr chunk = 0;
+    if (g_raw) CU_CHECK(g_cu.cuMemAddressReserve(&chunk, chunk_size, 2 * kMiB, 0, 0));
+    Defer free_chunk{[&] {
+      if (chunk != 0) (void)g_cu.cuMemAddressFree(chunk, chunk_size);
+    }};
+    std::vector<double> own, in_chunk, hipxx;
+    constexpr MapPlacement kinds[] = {MapPlacement::own_reservation, MapPlacement::chunk, MapPlacement::hipxx};
+    for (int i = -g_config.vmm_warmup; i < g_config.vmm_reps; ++i) {
+      const auto cycle = static_cast<std::size_t>(i + g_config.vmm_warmup);
+      for (std::size_t k = 0; k < 3; ++k) {
+        // Each kind goes first, second and third in turn.
+        const MapPlacement kind = kinds[(k + cycle) % 3];
+        if (!g_raw && kind != MapPlacement::hipxx) continue;
+        const double sample = map_sample(kind, size, chunk + (cycle % slots) * size);
+        if (i < 0) continue;
+        (kind == MapPlacement::own_reservation ? own
+         : kind == MapPlacement::chunk         ? in_chunk
+                                               : hipxx)
+            .push_back(sample);
+      }
+    }
+    if (g_raw) {
+      Row arena = make_row("placement/driver map in an arena-sized chunk vs in its own reservation/" + size_name(size),
+                           "us", 1e3, in_chunk, own);
+      arena.note = "both sides raw cuMemMap; the hipxx column is the map into one of " + std::to_string(slots) +
+                   " rotating slots of a " + size_name(chunk_size) + " reservation made once";
+      add_row(std::move(arena));
+    }
+    Row books = make_row("placement/hipMemMap vs driver map in an arena-sized chunk/" + size_name(size), "us", 1e3,
+                         hipxx, in_chunk);
+    books.note = "what hipxx adds to the driver's map where both map into a chunk";
+    add_row(std::move(books));
   }
 }
 
@@ -1052,9 +1159,10 @@ void bench_pool() {
   Row throughput = make_row("pool/malloc+free pair (" + std::to_string(sizes.size()) + " ops, 64 live)", "ns", 1,
                             hip_per_pair, cu_per_pair);
   set_target(throughput, 0.20, "<= 0.20 (>= 5x faster)");
-  throughput.note = "hipMallocAsync+hipFreeAsync vs cuMemAllocAsync+cuMemFreeAsync (default pools), whole sequence "
-                    "incl. final stream synchronize / number of allocations; median over " +
-                    std::to_string(g_config.pool_reps) + " passes";
+  throughput.note =
+      "hipMallocAsync+hipFreeAsync vs cuMemAllocAsync+cuMemFreeAsync (default pools), whole sequence "
+      "incl. final stream synchronize / number of allocations; median over " +
+      std::to_string(g_config.pool_reps) + " passes";
   add_row(std::move(throughput));
 
   std::vector<double> hip_pairs, cu_pairs;
@@ -1220,19 +1328,22 @@ void bench_grow() {
     }
     progress("[grow] rep %d/%d in %.2f s", i + 1, g_config.grow_reps, ns_between(start, Clock::now()) / 1e9);
   }
-  const std::string label = "0->" + size_name(g_config.grow_target) + " in " + size_name(g_config.grow_chunk) + " appends";
+  const std::string label =
+      "0->" + size_name(g_config.grow_target) + " in " + size_name(g_config.grow_chunk) + " appends";
   Row time_row = make_row("grow/total time (" + label + ")", "ms", 1e6, hip_ns, cu_ns);
-  time_row.note = "GrowableArray::resize (map + hipMemset) vs cuMemAlloc(2x)+cuMemcpyDtoD+cuMemFree+cuMemsetD8, "
-                  "to the end of all device work; lower is better";
+  time_row.note =
+      "GrowableArray::resize (map + hipMemset) vs cuMemAlloc(2x)+cuMemcpyDtoD+cuMemFree+cuMemsetD8, "
+      "to the end of all device work; lower is better";
   add_row(std::move(time_row));
 
   GrowProbe hip_probe, cu_probe;
   (void)hip_grow(&hip_probe);
   if (g_raw) (void)cu_grow(&cu_probe);
   record_growth_series(hip_probe, cu_probe);
-  Row memory_row = make_row("grow/peak device memory (" + label + ")", "GiB", static_cast<double>(kGiB),
-                            {static_cast<double>(hip_probe.peak_bytes)},
-                            g_raw ? std::vector<double>{static_cast<double>(cu_probe.peak_bytes)} : std::vector<double>{});
+  Row memory_row =
+      make_row("grow/peak device memory (" + label + ")", "GiB", static_cast<double>(kGiB),
+               {static_cast<double>(hip_probe.peak_bytes)},
+               g_raw ? std::vector<double>{static_cast<double>(cu_probe.peak_bytes)} : std::vector<double>{});
   memory_row.note = g_raw ? "peak of (total - free) from cuMemGetInfo after every step (and after each doubling's "
                             "allocation), minus the value before growing; one probe run per side; lower is better"
                           : "hipxx: GrowableArray::mapped_bytes (no cuMemGetInfo without CUDA); raw CUDA side skipped";
@@ -1242,8 +1353,9 @@ void bench_grow() {
     device_row.id = "grow/baseline device time of copies+fills (CUDA events)";
     device_row.unit = "ms";
     device_row.baseline = stats_of({cu_probe.device_ms});
-    device_row.note = "sum of cuEventElapsedTime around each cuMemcpyDtoD/cuMemsetD8 of the baseline's probe run "
-                      "(informational; hipxx has no copies)";
+    device_row.note =
+        "sum of cuEventElapsedTime around each cuMemcpyDtoD/cuMemsetD8 of the baseline's probe run "
+        "(informational; hipxx has no copies)";
     add_row(std::move(device_row));
   }
 }
@@ -1269,8 +1381,7 @@ bool start_driver(std::string& why) {
           "): no NVIDIA driver on this machine";
     return false;
   }
-#define GPU_BENCH_RESOLVE(name, type) \
-  g_cu.name = reinterpret_cast<decltype(g_cu.name)>(dlsym(library, #name));
+#define GPU_BENCH_RESOLVE(name, type) g_cu.name = reinterpret_cast<decltype(g_cu.name)>(dlsym(library, #name));
   GPU_BENCH_CUDA_ENTRY_POINTS(GPU_BENCH_RESOLVE)
 #undef GPU_BENCH_RESOLVE
   if (g_cu.cuEventElapsedTime_v2 == nullptr) {  // drivers before CUDA 12.8 have only the unversioned one
@@ -1317,8 +1428,8 @@ bool start_driver(std::string& why) {
 
 void usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: gpu-bench [--json=PATH] [--dry-run] [--only=event,vmm,pool,grow] [--deadline=SECONDS]\n"
-               "                 [--grow-gib=N]\n"
+               "usage: gpu-bench [--json=PATH] [--dry-run] [--only=event,vmm,placement,pool,grow]\n"
+               "                 [--deadline=SECONDS] [--grow-gib=N]\n"
                "  Compares hipxx (HIPXX_BACKEND=cuda, set by the program) with the raw CUDA driver on GPU 0\n"
                "  and prints a Markdown table; --json=PATH also writes it as JSON.\n"
                "  --dry-run   every code path with N=3 and small sizes, on whatever backend is present;\n"
@@ -1356,7 +1467,7 @@ bool parse_arguments(int argc, char** argv, Config& config) {
       std::stringstream list{value};
       std::string name;
       while (std::getline(list, name, ',')) {
-        if (name != "event" && name != "vmm" && name != "pool" && name != "grow") {
+        if (name != "event" && name != "vmm" && name != "placement" && name != "pool" && name != "grow") {
           std::fprintf(stderr, "error: unknown benchmark '%s' in --only\n", name.c_str());
           return false;
         }
@@ -1377,7 +1488,8 @@ bool parse_arguments(int argc, char** argv, Config& config) {
   }
   if (config.dry_run) config.make_dry();
   if (grow_gib) {
-    const auto chunks = static_cast<std::size_t>(*grow_gib * static_cast<double>(kGiB) / static_cast<double>(config.grow_chunk));
+    const auto chunks =
+        static_cast<std::size_t>(*grow_gib * static_cast<double>(kGiB) / static_cast<double>(config.grow_chunk));
     config.grow_target = std::max<std::size_t>(1, chunks) * config.grow_chunk;
   }
   return true;
@@ -1449,7 +1561,8 @@ int main(int argc, char** argv) {
       add_note("hipxx device 0 is '" + g_report.device + "' but CUDA device 0 is '" + cu_name + "'");
     }
   } else if (driver) {
-    g_raw_note = "hipxx runs on the " + g_report.backend + " backend, so a raw CUDA comparison would not be like with like";
+    g_raw_note =
+        "hipxx runs on the " + g_report.backend + " backend, so a raw CUDA comparison would not be like with like";
   } else {
     g_raw_note = why;
   }
@@ -1459,6 +1572,7 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   section("event", bench_events);
   section("vmm", bench_vmm);
+  section("placement", bench_placement);
   section("pool", bench_pool);
   section("grow", bench_grow);
   g_stage.store("output");
