@@ -31,7 +31,8 @@ struct Pipe {
   }
   Pipe(const Pipe&) = delete;
   Pipe& operator=(const Pipe&) = delete;
-  Pipe(Pipe&& other) noexcept : read_end(std::exchange(other.read_end, -1)), write_end(std::exchange(other.write_end, -1)) {}
+  Pipe(Pipe&& other) noexcept
+      : read_end(std::exchange(other.read_end, -1)), write_end(std::exchange(other.write_end, -1)) {}
   Pipe& operator=(Pipe&&) = delete;
   ~Pipe() {
     if (read_end >= 0) close(read_end);
@@ -156,4 +157,55 @@ TEST_CASE("a child after fork gets a thread of its own") {
   Pipe after;
   closer.close_later(after.write_end);
   CHECK(after.writer_closed(kPatience));
+}
+
+namespace {
+
+bool never_start(void (*)(DeferredClose&), DeferredClose&) { return false; }
+
+// Whose start fails after a second hand-over has come in meanwhile, the way another thread's would
+// when it sees the thread's start claimed: made here by handing it over from inside the start.
+Pipe* racing_pipe = nullptr;
+bool fail_after_a_racing_hand_over(void (*)(DeferredClose&), DeferredClose& closer) {
+  closer.close_later(racing_pipe->write_end);
+  return false;
+}
+
+int failed_starts = 0;
+bool fail_first_start(void (*body)(DeferredClose&), DeferredClose& closer) {
+  if (failed_starts++ == 0) return false;
+  return DeferredClose::start_detached(body, closer);
+}
+
+}  // namespace
+
+TEST_CASE("where no thread can be started, a handed-over descriptor is closed on the spot") {
+  DeferredClose closer{{.poll_period = std::chrono::seconds{1}, .idle_periods = 10}, &never_start};
+  Pipe pipe;
+  closer.close_later(pipe.write_end);
+  CHECK(pipe.writer_closed(kNoWait));
+  CHECK(closer.pending() == 0);
+}
+
+TEST_CASE("a hand-over that raced a failed thread start is closed with the failing one's") {
+  DeferredClose closer{{.poll_period = std::chrono::seconds{1}, .idle_periods = 10}, &fail_after_a_racing_hand_over};
+  Pipe pipe;
+  Pipe racing;
+  racing_pipe = &racing;
+  closer.close_later(pipe.write_end);
+  CHECK(pipe.writer_closed(kNoWait));
+  CHECK(racing.writer_closed(kNoWait));  // it sat in a slot, for a thread that never came
+  CHECK(closer.pending() == 0);
+}
+
+TEST_CASE("after a failed thread start, the next hand-over tries again") {
+  failed_starts = 0;
+  DeferredClose closer{{.poll_period = std::chrono::milliseconds{1}, .idle_periods = 10}, &fail_first_start};
+  Pipe first;
+  closer.close_later(first.write_end);
+  CHECK(first.writer_closed(kNoWait));  // closed on the spot: no thread
+  Pipe second;
+  closer.close_later(second.write_end);
+  CHECK(failed_starts == 2);
+  CHECK(second.writer_closed(kPatience));  // by the thread the second start gave
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 namespace hipxx::backend {
@@ -26,7 +27,17 @@ std::uint64_t fork_generation() noexcept {
 
 }  // namespace
 
-DeferredClose::DeferredClose(Pace pace) noexcept : pace_(pace) {
+bool DeferredClose::start_detached(void (*body)(DeferredClose&), DeferredClose& closer) noexcept {
+  try {
+    std::thread{body, std::ref(closer)}.detach();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+DeferredClose::DeferredClose(Pace pace, ThreadStarter start_thread) noexcept
+    : pace_(pace), start_thread_(start_thread) {
   for (std::atomic<int>& slot : slots_) slot.store(-1, std::memory_order_relaxed);
 }
 
@@ -50,6 +61,12 @@ void DeferredClose::close_later(int fd) noexcept {
     int empty = -1;
     if (slots_[index].load(std::memory_order_relaxed) == -1 && slots_[index].compare_exchange_strong(empty, fd)) {
       next_slot_.store((index + 1) % kSlots, std::memory_order_relaxed);
+      // Another caller's thread start may have failed since this one's ensure_thread: that caller
+      // then empties every slot, unless this store came after; then this caller does it.
+      if (!thread_is_ours()) {
+        close_every_waiting();
+        return;
+      }
       // Paired with the thread's store of kAsleep before its last look at the slots: either it sees
       // this descriptor, or this sees it asleep and wakes it.
       if (state_.load() == kAsleep) {
@@ -114,12 +131,20 @@ bool DeferredClose::close_waiting() noexcept {
   return closed_some;
 }
 
+void DeferredClose::close_every_waiting() noexcept {
+  for (std::atomic<int>& slot : slots_) {
+    if (const int fd = slot.exchange(-1); fd >= 0) (void)close(fd);
+  }
+}
+
 bool DeferredClose::any_waiting() const noexcept {
   return std::ranges::any_of(slots_, [](const std::atomic<int>& slot) { return slot.load() >= 0; });
 }
 
 bool DeferredClose::thread_is_ours() const noexcept {
-  return thread_generation_.load(std::memory_order_acquire) == fork_generation();
+  // Sequentially consistent: close_later's store to a slot and this load, against ensure_thread's
+  // undoing of a failed start and its emptying of the slots, must not both miss the other.
+  return thread_generation_.load() == fork_generation();
 }
 
 bool DeferredClose::ensure_thread() noexcept {
@@ -133,13 +158,12 @@ bool DeferredClose::ensure_thread() noexcept {
   state_.store(kPolling);
   thread_busy_.store(false);
   thread_done_.store(false);
-  try {
-    std::thread{[this] { run(); }}.detach();
-  } catch (...) {
-    thread_generation_.store(running);
-    return false;
-  }
-  return true;
+  if (start_thread_([](DeferredClose& closer) { closer.run(); }, *this)) return true;
+  thread_generation_.store(running);
+  // A racing caller may have seen the generation claimed and handed its descriptor over to the
+  // thread that did not start.
+  close_every_waiting();
+  return false;
 }
 
 }  // namespace hipxx::backend

@@ -32,8 +32,13 @@ class DeferredClose {
   // Descriptors waiting at once; a hand-over beyond this closes on the spot.
   static constexpr std::size_t kSlots = 256;
 
+  // Runs `body(closer)` on a new thread that nobody joins; false where no thread could be started.
+  using ThreadStarter = bool (*)(void (*body)(DeferredClose&), DeferredClose& closer);
+  // The starter every closer uses but a test's: std::thread, detached.
+  static bool start_detached(void (*body)(DeferredClose&), DeferredClose& closer) noexcept;
+
   DeferredClose() noexcept : DeferredClose(Pace{}) {}
-  explicit DeferredClose(Pace pace) noexcept;
+  explicit DeferredClose(Pace pace, ThreadStarter start_thread = &start_detached) noexcept;
   // Stops the thread, then closes whatever is still waiting.
   ~DeferredClose();
   DeferredClose(const DeferredClose&) = delete;
@@ -58,12 +63,16 @@ class DeferredClose {
   void run() noexcept;
   // Closes every descriptor waiting in a slot; says whether there was any.
   bool close_waiting() noexcept;
+  // The same without the quick look that skips an empty slot: after a failed thread start, every
+  // slot a racing hand-over may have just filled is emptied for certain.
+  void close_every_waiting() noexcept;
   [[nodiscard]] bool any_waiting() const noexcept;
   // Makes sure this process has a thread; false where none could be started.
   [[nodiscard]] bool ensure_thread() noexcept;
   [[nodiscard]] bool thread_is_ours() const noexcept;
 
   const Pace pace_;
+  const ThreadStarter start_thread_;
   // Lock-free on both sides, so that a fork can never leave the child a list locked by a thread it
   // does not have. -1 marks an empty slot.
   std::array<std::atomic<int>, kSlots> slots_;
