@@ -64,7 +64,7 @@ void DeferredClose::close_later(int fd) noexcept {
       // Another caller's thread start may have failed since this one's ensure_thread: that caller
       // then empties every slot, unless this store came after; then this caller does it.
       if (!thread_is_ours()) {
-        close_every_waiting();
+        (void)close_waiting();
         return;
       }
       // Paired with the thread's store of kAsleep before its last look at the slots: either it sees
@@ -122,19 +122,15 @@ void DeferredClose::run() noexcept {
 bool DeferredClose::close_waiting() noexcept {
   bool closed_some = false;
   for (std::atomic<int>& slot : slots_) {
-    if (slot.load(std::memory_order_relaxed) < 0) continue;
+    // Sequentially consistent (a plain load on x86): after a failed thread start, this look and a
+    // racing hand-over's check of the thread (close_later) must not both miss the other.
+    if (slot.load() < 0) continue;
     if (const int fd = slot.exchange(-1); fd >= 0) {
       (void)close(fd);
       closed_some = true;
     }
   }
   return closed_some;
-}
-
-void DeferredClose::close_every_waiting() noexcept {
-  for (std::atomic<int>& slot : slots_) {
-    if (const int fd = slot.exchange(-1); fd >= 0) (void)close(fd);
-  }
 }
 
 bool DeferredClose::any_waiting() const noexcept {
@@ -162,7 +158,7 @@ bool DeferredClose::ensure_thread() noexcept {
   thread_generation_.store(running);
   // A racing caller may have seen the generation claimed and handed its descriptor over to the
   // thread that did not start.
-  close_every_waiting();
+  (void)close_waiting();
   return false;
 }
 

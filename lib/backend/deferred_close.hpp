@@ -63,9 +63,6 @@ class DeferredClose {
   void run() noexcept;
   // Closes every descriptor waiting in a slot; says whether there was any.
   bool close_waiting() noexcept;
-  // The same without the quick look that skips an empty slot: after a failed thread start, every
-  // slot a racing hand-over may have just filled is emptied for certain.
-  void close_every_waiting() noexcept;
   [[nodiscard]] bool any_waiting() const noexcept;
   // Makes sure this process has a thread; false where none could be started.
   [[nodiscard]] bool ensure_thread() noexcept;
