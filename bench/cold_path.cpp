@@ -1,8 +1,8 @@
 // The VMM lifecycle that gpu-bench times (reserve, create, map, set access, unmap, release, free),
 // with every cache emptied before each call: a driver call of several microseconds does much the
 // same to the books between two hipxx calls. Under callgrind's cache simulation
-// (bench/cold_lines.sh), the misses of one call are the cache lines it touches, which is what a
-// sub-microsecond call pays for on a GPU; the host backend stands in for the driver.
+// (bench/cold_lines.sh), the misses of one call are the cache lines it touches, a proxy for what
+// hipxx adds to a sub-microsecond driver call; the host backend stands in for the driver.
 //
 //   bench-cold-path <cycles>
 #include <hip/hip_runtime_api.h>

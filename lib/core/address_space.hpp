@@ -5,11 +5,12 @@
 // say that it does not.
 //
 // Reserve, free, map and unmap are each one short system call on the host backend and well under a
-// microsecond in the CUDA driver, where every cache line the books touch shows: the driver's work
-// between two calls pushes the books out of the cache. So a map reads the reservation's line, takes
-// a node kept from an earlier unmap (one line holding the node's tree links and its record, chained
-// through the node itself while spare), and links it in; freed reservations' nodes are kept too,
-// and a mapping's access list is two bit masks held in place.
+// microsecond in the CUDA driver, whose work between two calls pushes the books out of the cache; so
+// the books keep the lines a call touches few (bench/cold_lines.sh counts them; on the H100, halving
+// them did not move map's ratio beyond the runs' spread: bench/RESULTS.md). A map reads the
+// reservation's line, takes a node kept from an earlier unmap (one line holding the node's tree
+// links and its record, chained through the node itself while spare), and links it in; freed
+// reservations' nodes are kept too, and a mapping's access list is two bit masks held in place.
 #pragma once
 
 #include "core/allocation_table.hpp"
@@ -90,7 +91,6 @@ class MappingTree {
 
  public:
   using iterator = Set::iterator;
-  using const_iterator = Set::const_iterator;
 
   MappingTree() = default;
   MappingTree(const MappingTree&) = delete;
@@ -105,12 +105,9 @@ class MappingTree {
   [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
   [[nodiscard]] iterator begin() noexcept { return nodes_.begin(); }
   [[nodiscard]] iterator end() noexcept { return nodes_.end(); }
-  [[nodiscard]] const_iterator begin() const noexcept { return nodes_.begin(); }
-  [[nodiscard]] const_iterator end() const noexcept { return nodes_.end(); }
   [[nodiscard]] iterator find(std::uintptr_t base) noexcept { return nodes_.find(base); }
   [[nodiscard]] iterator lower_bound(std::uintptr_t base) noexcept { return nodes_.lower_bound(base); }
   [[nodiscard]] iterator upper_bound(std::uintptr_t base) noexcept { return nodes_.upper_bound(base); }
-  [[nodiscard]] const_iterator upper_bound(std::uintptr_t base) const noexcept { return nodes_.upper_bound(base); }
   // The last mapping, which every mapping made in address order goes after.
   [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.crbegin()->record; }
 

@@ -145,9 +145,9 @@ class alignas(64) Runtime {
 
   // What every VMM call reads first (the lock, the backend, the checks' figures, and the address
   // space's first members: its last-found reservation and its spare mapping nodes) shares the
-  // object's first cache line. A map takes well under a microsecond in the CUDA driver, where each
-  // miss shows; the call before it (a create, say) has just touched this line after its own driver
-  // call, so a map finds the line in the cache.
+  // object's first cache line. The call before a map (a create, say) has just touched this line
+  // after its own driver call, so a map, well under a microsecond in the CUDA driver, finds it in
+  // the cache.
   mutable WriterPreferringLock mutex_;
   std::unique_ptr<backend::Backend> backend_;
   std::uint32_t granularity_ = 0;  // a power of two (checked at start-up), so a mask checks it
