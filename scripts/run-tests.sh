@@ -118,18 +118,23 @@ failed += int(sys.argv[1])  # builds that never got to run their tests
 for path in sys.argv[2:]:
     try:
         with open(path, encoding="utf-8") as log:
-            results = [json.loads(line)["result"] for line in log if line.strip()]
+            tests = [json.loads(line) for line in log if line.strip()]
     except (OSError, ValueError) as error:
         print(f"cannot read {path}: {error}")
         failed += 1
         continue
-    for result in results:
+    for test in tests:
+        result = test["result"]
         if result in ("OK", "EXPECTEDFAIL"):
             passed += 1
         elif result == "SKIP":
             skipped += 1
         else:
             failed += 1
+            # CI may keep only the output's tail: name each failure here, with the end of its output.
+            print(f"FAILED: {test['name']} ({result}, {test.get('duration', 0):.1f} s) in {path}")
+            for line in (test.get("stdout") or "").splitlines()[-40:]:
+                print(f"    {line}")
 if skipped:
     print(f"({skipped} skipped)")
 print(f"{passed} passed, {failed} failed")
