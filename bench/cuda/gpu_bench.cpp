@@ -13,7 +13,8 @@
 //               host wall clock of each single (synchronous) call. Target <= 1.05x.
 //   placement/* vmm/MemMap's ratio in two parts (report only): the driver's map into a slot of an
 //               arena-sized chunk against its map into a reservation of its own, and hipMemMap
-//               against the driver's map into such a chunk.
+//               against the driver's map into such a chunk; for 64 GiB chunks also the driver's
+//               map into slots 1 GiB apart against slots of the map's size.
 //   pool/*      hipMallocAsync+hipFreeAsync against cuMemAllocAsync+cuMemFreeAsync (default pools),
 //               one stream each, the identical log-uniform 256 B - 4 MiB size sequence (fixed seed),
 //               64 allocations live in a ring. Throughput rows time the whole sequence plus the final
@@ -49,6 +50,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -969,10 +971,15 @@ void bench_vmm() {
 // three kinds of map timed in turn in each cycle, each just after its allocation's create:
 //   the driver's map into a reservation of its own (what vmm/MemMap's baseline does),
 //   the driver's map into one slot of a chunk reserved once, as large as hipxx's arena uses,
-//   hipMemMap into a range hipxx's arena gives.
-enum class MapPlacement { own_reservation, chunk, hipxx };
+//   hipMemMap into a range hipxx's arena gives;
+// and for the 64 GiB chunks, the driver's map into slots 1 GiB apart: whether the slot's alignment
+// is what makes a map into a chunk slower than into a reservation of its own.
+enum class MapPlacement { own_reservation, chunk, chunk_spread, hipxx };
 
-double map_sample(MapPlacement placement, std::size_t size, cu::CUdeviceptr chunk_slot) {
+// The alignment of a reservation the driver chose, as the number of trailing zero bits.
+int alignment_bits(cu::CUdeviceptr va) { return va == 0 ? 64 : std::countr_zero(static_cast<std::uint64_t>(va)); }
+
+double map_sample(MapPlacement placement, std::size_t size, cu::CUdeviceptr chunk_slot, int& own_alignment) {
   if (placement == MapPlacement::hipxx) {
     hipMemAllocationProp prop{};
     prop.type = hipMemAllocationTypePinned;
@@ -993,7 +1000,10 @@ double map_sample(MapPlacement placement, std::size_t size, cu::CUdeviceptr chun
   prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, g_cu_device};
   cu::CUdeviceptr va = chunk_slot;
-  if (placement == MapPlacement::own_reservation) CU_CHECK(g_cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+  if (placement == MapPlacement::own_reservation) {
+    CU_CHECK(g_cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+    own_alignment = std::min(own_alignment, alignment_bits(va));
+  }
   Defer free_va{[&] {
     if (placement == MapPlacement::own_reservation) (void)g_cu.cuMemAddressFree(va, size);
   }};
@@ -1014,33 +1024,49 @@ void bench_placement() {
     // The chunk sizes of the CUDA backend's arenas (lib/backend/cuda/cuda_backend.cpp).
     const std::size_t chunk_size = size <= 8 * kMiB ? 16 * kMiB : 64 * kGiB;
     const std::size_t slots = std::min<std::size_t>(8, chunk_size / size);
+    const bool spread = chunk_size >= 8 * kGiB && size <= kGiB;  // 8 slots 1 GiB apart fit
     cu::CUdeviceptr chunk = 0;
     if (g_raw) CU_CHECK(g_cu.cuMemAddressReserve(&chunk, chunk_size, 2 * kMiB, 0, 0));
     Defer free_chunk{[&] {
       if (chunk != 0) (void)g_cu.cuMemAddressFree(chunk, chunk_size);
     }};
-    std::vector<double> own, in_chunk, hipxx;
-    constexpr MapPlacement kinds[] = {MapPlacement::own_reservation, MapPlacement::chunk, MapPlacement::hipxx};
+    std::vector<double> own, in_chunk, spread_out, hipxx;
+    int own_alignment = 64;
+    std::vector<MapPlacement> kinds{MapPlacement::own_reservation, MapPlacement::chunk, MapPlacement::hipxx};
+    if (spread) kinds.push_back(MapPlacement::chunk_spread);
     for (int i = -g_config.vmm_warmup; i < g_config.vmm_reps; ++i) {
       const auto cycle = static_cast<std::size_t>(i + g_config.vmm_warmup);
-      for (std::size_t k = 0; k < 3; ++k) {
-        // Each kind goes first, second and third in turn.
-        const MapPlacement kind = kinds[(k + cycle) % 3];
+      for (std::size_t k = 0; k < kinds.size(); ++k) {
+        // Each kind takes every position in the cycle in turn.
+        const MapPlacement kind = kinds[(k + cycle) % kinds.size()];
         if (!g_raw && kind != MapPlacement::hipxx) continue;
-        const double sample = map_sample(kind, size, chunk + (cycle % slots) * size);
+        const cu::CUdeviceptr slot =
+            kind == MapPlacement::chunk_spread ? chunk + (cycle % 8) * kGiB : chunk + (cycle % slots) * size;
+        const double sample = map_sample(kind, size, slot, own_alignment);
         if (i < 0) continue;
-        (kind == MapPlacement::own_reservation ? own
-         : kind == MapPlacement::chunk         ? in_chunk
-                                               : hipxx)
-            .push_back(sample);
+        switch (kind) {
+          case MapPlacement::own_reservation: own.push_back(sample); break;
+          case MapPlacement::chunk: in_chunk.push_back(sample); break;
+          case MapPlacement::chunk_spread: spread_out.push_back(sample); break;
+          case MapPlacement::hipxx: hipxx.push_back(sample); break;
+        }
       }
     }
     if (g_raw) {
       Row arena = make_row("placement/driver map in an arena-sized chunk vs in its own reservation/" + size_name(size),
                            "us", 1e3, in_chunk, own);
       arena.note = "both sides raw cuMemMap; the hipxx column is the map into one of " + std::to_string(slots) +
-                   " rotating slots of a " + size_name(chunk_size) + " reservation made once";
+                   " rotating slots of a " + size_name(chunk_size) + " reservation made once; the driver's own " +
+                   "reservations of this size were aligned to 2^" + std::to_string(own_alignment) + " bytes";
       add_row(std::move(arena));
+      if (spread) {
+        Row aligned =
+            make_row("placement/driver map in chunk slots 1 GiB apart vs slots of its size/" + size_name(size), "us",
+                     1e3, spread_out, in_chunk);
+        aligned.note = "both sides raw cuMemMap into the same " + size_name(chunk_size) +
+                       " chunk: 8 rotating slots 1 GiB apart against 8 adjacent slots of the map's size";
+        add_row(std::move(aligned));
+      }
     }
     Row books = make_row("placement/hipMemMap vs driver map in an arena-sized chunk/" + size_name(size), "us", 1e3,
                          hipxx, in_chunk);
