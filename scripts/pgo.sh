@@ -20,17 +20,23 @@
 #   PGO_PROFILE_DIR=/tmp/profile scripts/pgo.sh train BUILD \
 #     bash -c 'scripts/run-on-gpu.sh BUILD && BUILD/bench/cuda/gpu-bench'
 set -euo pipefail
-cd "$(dirname "$0")/.."
+
+# Paths the caller gives are taken from where it stands; the script then works from the source tree.
+absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+self=$(absolute "$0")
 
 usage() {
-  sed -n '2,14p' "$0" >&2
+  sed -n '2,14p' "$self" >&2
   exit 64
 }
 
 [ $# -ge 2 ] || usage
 step=$1
-build=$2
+build=$(absolute "$2")
 shift 2
+[ -z "${PGO_PROFILE_DIR:-}" ] || PGO_PROFILE_DIR=$(absolute "$PGO_PROFILE_DIR")
+[ "$step" != optimise ] || [ $# -eq 0 ] || set -- "$(absolute "$1")"
+cd "$(dirname "$0")/.."
 
 # The directory the profile files name (the build's absolute path when it was instrumented), so a
 # training run elsewhere can strip it (GCOV_PREFIX_STRIP).
