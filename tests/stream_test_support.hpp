@@ -48,10 +48,12 @@ inline std::size_t thread_count() {
 }
 
 // Waits (bounded) for the thread count to come back to `expected`: joined threads leave
-// /proc/self/task a moment after join returns.
+// /proc/self/task a moment after join returns, and a stream's worker that its own work outlived
+// leaves on its own. Up to 5 s, as long as `eventually` waits: a sanitizer build on a busy two-core
+// machine can take far longer than usual to run a thread's exit.
 inline std::size_t settled_thread_count(std::size_t expected) {
   std::size_t now = thread_count();
-  for (int i = 0; i < 200 && now != expected; ++i) {
+  for (int i = 0; i < 1000 && now != expected; ++i) {
     std::this_thread::sleep_for(5ms);
     now = thread_count();
   }
