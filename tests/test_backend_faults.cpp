@@ -1,0 +1,309 @@
+// The runtime over a backend that fails when told to: what a driver's refusal, which the host
+// backend never gives on request, leaves in the books. Each runtime here is built around a real
+// host backend wrapped in FaultyBackend, apart from the process's own runtime.
+#include <doctest/doctest.h>
+
+#include "backend/backend.hpp"
+#include "core/runtime.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace {
+
+using hipxx::backend::AccessGrant;
+using hipxx::backend::Backend;
+using hipxx::backend::DeviceProperties;
+using hipxx::backend::PhysicalHandle;
+using hipxx::core::Runtime;
+
+enum class Call { reserve, create, map, unmap, set_access };
+
+// Forwards every call to a host backend, except the one it was told to fail, once.
+class FaultyBackend final : public Backend {
+ public:
+  explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt)
+      : inner_(hipxx::backend::make_host_backend(1)), device_(inner_->device(0)) {
+    if (granularity) device_.minimum_granularity = *granularity;
+  }
+
+  // The call of kind `call` that comes after `passing` more of its kind returns `error`.
+  void fail(Call call, hipError_t error, int passing = 0) {
+    failing_ = call;
+    error_ = error;
+    passing_ = passing;
+  }
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "faulty host"; }
+  [[nodiscard]] int device_count() const noexcept override { return 1; }
+  [[nodiscard]] const DeviceProperties& device(int /*ordinal*/) const override { return device_; }
+
+  hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
+    if (const auto error = injected(Call::reserve)) return *error;
+    return inner_->reserve(size, alignment, hint, va);
+  }
+  hipError_t free_reservation(void* va, std::size_t size) override { return inner_->free_reservation(va, size); }
+  hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
+    if (const auto error = injected(Call::create)) return *error;
+    return inner_->create_physical(device, size, exportable, out);
+  }
+  hipError_t release_physical(PhysicalHandle handle) override { return inner_->release_physical(handle); }
+  hipError_t export_fd(PhysicalHandle handle, int* fd) override { return inner_->export_fd(handle, fd); }
+  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+    return inner_->import_fd(fd, out, size);
+  }
+  hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    if (const auto error = injected(Call::map)) return *error;
+    return inner_->map(va, size, handle);
+  }
+  hipError_t unmap(void* va, std::size_t size) override {
+    if (const auto error = injected(Call::unmap)) return *error;
+    return inner_->unmap(va, size);
+  }
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
+                        PhysicalHandle handle) override {
+    if (const auto error = injected(Call::set_access)) return *error;
+    return inner_->set_access(va, size, grants, handle);
+  }
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override { return inner_->copy(dst, src, bytes); }
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    return inner_->fill(dst, value, bytes);
+  }
+  hipError_t synchronize(int device) override { return inner_->synchronize(device); }
+  hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
+    return inner_->load_word(address, bytes, value);
+  }
+  hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    return inner_->store_word(address, bytes, value);
+  }
+  hipError_t allocate(int device, std::size_t size, void** out) override { return inner_->allocate(device, size, out); }
+  hipError_t deallocate(void* ptr, std::size_t size) override { return inner_->deallocate(ptr, size); }
+  hipError_t allocate_managed(std::size_t size, unsigned flags, void** out) override {
+    return inner_->allocate_managed(size, flags, out);
+  }
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    return inner_->prefetch(ptr, bytes, device);
+  }
+  hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) override {
+    return inner_->advise(ptr, bytes, advice, device);
+  }
+  hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) override {
+    return inner_->ipc_get_handle(ptr, size, handle);
+  }
+  hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
+    return inner_->ipc_open(handle, ptr, size);
+  }
+  hipError_t ipc_close(void* ptr, std::size_t size) override { return inner_->ipc_close(ptr, size); }
+
+ private:
+  std::optional<hipError_t> injected(Call call) {
+    if (failing_ != call) return std::nullopt;
+    if (passing_-- > 0) return std::nullopt;
+    failing_.reset();
+    return error_;
+  }
+
+  std::unique_ptr<Backend> inner_;
+  DeviceProperties device_;
+  std::optional<Call> failing_;
+  hipError_t error_ = hipSuccess;
+  int passing_ = 0;
+};
+
+// A runtime of its own over a FaultyBackend, and the backend, to tell it what to fail.
+struct FaultyRuntime {
+  FaultyBackend* backend = nullptr;
+  std::unique_ptr<Runtime> runtime;
+
+  FaultyRuntime() {
+    auto faulty = std::make_unique<FaultyBackend>();
+    backend = faulty.get();
+    runtime = std::make_unique<Runtime>(std::move(faulty));
+    REQUIRE(runtime->status() == hipSuccess);
+  }
+
+  [[nodiscard]] std::size_t granularity() const { return backend->device(0).minimum_granularity; }
+
+  [[nodiscard]] void* reserve(std::size_t size) const {
+    void* va = nullptr;
+    REQUIRE(runtime->reserve(&va, size, 0, nullptr, 0) == hipSuccess);
+    return va;
+  }
+
+  [[nodiscard]] hipMemGenericAllocationHandle_t create(std::size_t size) const {
+    hipMemAllocationProp properties{};
+    properties.type = hipMemAllocationTypePinned;
+    properties.location = {hipMemLocationTypeDevice, 0};
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    REQUIRE(runtime->create(&handle, size, &properties, 0) == hipSuccess);
+    return handle;
+  }
+
+  [[nodiscard]] std::size_t mappings_in(void* base) const {
+    std::size_t count = 0;
+    REQUIRE(runtime->reservation_mapping_count(base, &count) == hipSuccess);
+    return count;
+  }
+
+  [[nodiscard]] unsigned long long access_of(void* ptr) const {
+    const hipMemLocation device{hipMemLocationTypeDevice, 0};
+    unsigned long long flags = 0;
+    REQUIRE(runtime->get_access(&flags, &device, ptr) == hipSuccess);
+    return flags;
+  }
+};
+
+void* at(void* base, std::size_t offset) { return static_cast<char*>(base) + offset; }
+
+constexpr hipMemAccessDesc kReadWrite{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+constexpr hipMemAccessDesc kNoAccess{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtNone};
+
+}  // namespace
+
+TEST_CASE("a backend whose granularity is not a power of two of at most 4 GiB is refused at start-up") {
+  for (const std::size_t granularity : {std::size_t{3} << 12, std::size_t{8} << 30, std::size_t{0}}) {
+    CAPTURE(granularity);
+    const Runtime runtime{std::make_unique<FaultyBackend>(granularity)};
+    CHECK(runtime.status() == hipErrorNoDevice);
+    CHECK(runtime.device_count() == 0);
+    CHECK(runtime.selection_error().find("granularity") != std::string::npos);
+  }
+  const Runtime runtime{std::make_unique<FaultyBackend>(std::size_t{2} << 20)};
+  CHECK(runtime.status() == hipSuccess);
+  CHECK(runtime.selection_error().empty());
+}
+
+TEST_CASE("a reservation or an allocation the backend refuses is not booked") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  faulty.backend->fail(Call::reserve, hipErrorOutOfMemory);
+  void* va = nullptr;
+  CHECK(faulty.runtime->reserve(&va, 4 * g, 0, nullptr, 0) == hipErrorOutOfMemory);
+  CHECK(va == nullptr);
+  CHECK(faulty.runtime->counts().reservations == 0);
+
+  hipMemAllocationProp properties{};
+  properties.type = hipMemAllocationTypePinned;
+  properties.location = {hipMemLocationTypeDevice, 0};
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  faulty.backend->fail(Call::create, hipErrorOutOfMemory);
+  CHECK(faulty.runtime->create(&handle, g, &properties, 0) == hipErrorOutOfMemory);
+  CHECK(handle == nullptr);
+  CHECK(faulty.runtime->counts().allocations == 0);
+
+  // Both work once the backend does.
+  void* const base = faulty.reserve(4 * g);
+  hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+  CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.runtime->free_reservation(base, 4 * g) == hipSuccess);
+  CHECK(faulty.runtime->counts().reservations == 0);
+  CHECK(faulty.runtime->counts().allocations == 0);
+}
+
+TEST_CASE("a map the backend refuses books nothing, and the allocation is as before") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(4 * g);
+  hipMemGenericAllocationHandle_t allocation = faulty.create(2 * g);
+
+  faulty.backend->fail(Call::map, hipErrorOutOfMemory);
+  CHECK(faulty.runtime->map(base, 2 * g, 0, allocation, 0) == hipErrorOutOfMemory);
+  CHECK(faulty.mappings_in(base) == 0);
+  CHECK(faulty.runtime->counts().mappings == 0);
+
+  // The allocation does not count the failed mapping: released now, it is gone at once.
+  CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.runtime->counts().allocations == 0);
+
+  // And the same place takes a map afterwards, of a new allocation.
+  hipMemGenericAllocationHandle_t again = faulty.create(2 * g);
+  REQUIRE(faulty.runtime->map(base, 2 * g, 0, again, 0) == hipSuccess);
+  CHECK(faulty.mappings_in(base) == 1);
+  CHECK(faulty.runtime->release(again) == hipSuccess);
+  CHECK(faulty.runtime->counts().allocations == 1);  // the mapping holds it
+  CHECK(faulty.runtime->unmap(base, 2 * g) == hipSuccess);
+  CHECK(faulty.runtime->counts().allocations == 0);
+  CHECK(faulty.runtime->free_reservation(base, 4 * g) == hipSuccess);
+}
+
+TEST_CASE("a failed map into a gap leaves the mappings on both sides as they were") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(3 * g);
+  std::array<hipMemGenericAllocationHandle_t, 3> pieces{};
+  for (hipMemGenericAllocationHandle_t& piece : pieces) piece = faulty.create(g);
+  REQUIRE(faulty.runtime->map(at(base, 0), g, 0, pieces[0], 0) == hipSuccess);
+  REQUIRE(faulty.runtime->map(at(base, 2 * g), g, 0, pieces[2], 0) == hipSuccess);
+
+  faulty.backend->fail(Call::map, hipErrorUnknown);
+  CHECK(faulty.runtime->map(at(base, g), g, 0, pieces[1], 0) == hipErrorUnknown);
+  CHECK(faulty.mappings_in(base) == 2);
+  // The gap is still a gap: a map fills it, and an unmap of all three then needs no other.
+  REQUIRE(faulty.runtime->map(at(base, g), g, 0, pieces[1], 0) == hipSuccess);
+  CHECK(faulty.mappings_in(base) == 3);
+  for (hipMemGenericAllocationHandle_t piece : pieces) CHECK(faulty.runtime->release(piece) == hipSuccess);
+  CHECK(faulty.runtime->unmap(base, 3 * g) == hipSuccess);
+  CHECK(faulty.runtime->counts().mappings == 0);
+  CHECK(faulty.runtime->counts().allocations == 0);
+  CHECK(faulty.runtime->free_reservation(base, 3 * g) == hipSuccess);
+}
+
+TEST_CASE("an unmap the backend refuses halfway: what it undid is unbooked, the rest still booked") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(3 * g);
+  std::array<hipMemGenericAllocationHandle_t, 3> pieces{};
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i] = faulty.create(g);
+    REQUIRE(faulty.runtime->map(at(base, i * g), g, 0, pieces[i], 0) == hipSuccess);
+    CHECK(faulty.runtime->release(pieces[i]) == hipSuccess);  // the mappings hold them now
+  }
+  CHECK(faulty.runtime->counts().allocations == 3);
+
+  // The second of the three backend unmaps fails.
+  faulty.backend->fail(Call::unmap, hipErrorUnknown, 1);
+  CHECK(faulty.runtime->unmap(base, 3 * g) == hipErrorUnknown);
+  CHECK(faulty.mappings_in(base) == 2);
+  CHECK(faulty.runtime->counts().allocations == 2);  // the first mapping's allocation went with it
+  // The first range is free to map again; the other two are still mapped.
+  hipMemGenericAllocationHandle_t fresh = faulty.create(g);
+  CHECK(faulty.runtime->map(at(base, g), g, 0, fresh, 0) == hipErrorInvalidValue);
+  REQUIRE(faulty.runtime->map(base, g, 0, fresh, 0) == hipSuccess);
+  CHECK(faulty.runtime->release(fresh) == hipSuccess);
+
+  CHECK(faulty.runtime->unmap(base, 3 * g) == hipSuccess);
+  CHECK(faulty.runtime->counts().mappings == 0);
+  CHECK(faulty.runtime->counts().allocations == 0);
+  CHECK(faulty.runtime->free_reservation(base, 3 * g) == hipSuccess);
+}
+
+TEST_CASE("an access change the backend refuses leaves the access as it was") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(g);
+  hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+  REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+  REQUIRE(faulty.runtime->set_access(base, g, {&kReadWrite, 1}) == hipSuccess);
+  CHECK(faulty.access_of(base) == hipMemAccessFlagsProtReadWrite);
+
+  faulty.backend->fail(Call::set_access, hipErrorUnknown);
+  CHECK(faulty.runtime->set_access(base, g, {&kNoAccess, 1}) == hipErrorUnknown);
+  CHECK(faulty.access_of(base) == hipMemAccessFlagsProtReadWrite);
+  // Still usable: the memory takes a fill and gives it back.
+  REQUIRE(faulty.runtime->fill(base, 0x5a, g) == hipSuccess);
+  unsigned char byte = 0;
+  REQUIRE(faulty.runtime->copy(&byte, at(base, g - 1), 1, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(byte == 0x5a);
+
+  CHECK(faulty.runtime->set_access(base, g, {&kNoAccess, 1}) == hipSuccess);
+  CHECK(faulty.access_of(base) == hipMemAccessFlagsProtNone);
+  CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
+  CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.runtime->free_reservation(base, g) == hipSuccess);
+  CHECK(faulty.runtime->counts().allocations == 0);
+}
