@@ -4,11 +4,16 @@
 #include <doctest/doctest.h>
 
 #include "backend/backend.hpp"
+#include "core/memory_pool.hpp"
 #include "core/runtime.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,9 +27,10 @@ using hipxx::backend::DeviceProperties;
 using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
 
-enum class Call { reserve, create, map, unmap, set_access };
+enum class Call { reserve, create, map, unmap, set_access, export_fd, import_fd };
 
-// Forwards every call to a host backend, except the one it was told to fail, once.
+// Forwards every call to a host backend, except the one it was told to fail, once; and counts the
+// physical allocations and mappings the backend holds, to show what the runtime leaves behind.
 class FaultyBackend final : public Backend {
  public:
   explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt)
@@ -39,6 +45,10 @@ class FaultyBackend final : public Backend {
     passing_ = passing;
   }
 
+  // Physical allocations (made or imported) not yet released, and mappings not yet undone.
+  [[nodiscard]] int physical() const { return physical_; }
+  [[nodiscard]] int mappings() const { return mappings_; }
+
   [[nodiscard]] std::string_view name() const noexcept override { return "faulty host"; }
   [[nodiscard]] int device_count() const noexcept override { return 1; }
   [[nodiscard]] const DeviceProperties& device(int /*ordinal*/) const override { return device_; }
@@ -50,20 +60,26 @@ class FaultyBackend final : public Backend {
   hipError_t free_reservation(void* va, std::size_t size) override { return inner_->free_reservation(va, size); }
   hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
     if (const auto error = injected(Call::create)) return *error;
-    return inner_->create_physical(device, size, exportable, out);
+    return counted(inner_->create_physical(device, size, exportable, out), physical_, +1);
   }
-  hipError_t release_physical(PhysicalHandle handle) override { return inner_->release_physical(handle); }
-  hipError_t export_fd(PhysicalHandle handle, int* fd) override { return inner_->export_fd(handle, fd); }
+  hipError_t release_physical(PhysicalHandle handle) override {
+    return counted(inner_->release_physical(handle), physical_, -1);
+  }
+  hipError_t export_fd(PhysicalHandle handle, int* fd) override {
+    if (const auto error = injected(Call::export_fd)) return *error;
+    return inner_->export_fd(handle, fd);
+  }
   hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
-    return inner_->import_fd(fd, out, size);
+    if (const auto error = injected(Call::import_fd)) return *error;
+    return counted(inner_->import_fd(fd, out, size), physical_, +1);
   }
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     if (const auto error = injected(Call::map)) return *error;
-    return inner_->map(va, size, handle);
+    return counted(inner_->map(va, size, handle), mappings_, +1);
   }
   hipError_t unmap(void* va, std::size_t size) override {
     if (const auto error = injected(Call::unmap)) return *error;
-    return inner_->unmap(va, size);
+    return counted(inner_->unmap(va, size), mappings_, -1);
   }
   hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
                         PhysicalHandle handle) override {
@@ -108,11 +124,18 @@ class FaultyBackend final : public Backend {
     return error_;
   }
 
+  static hipError_t counted(hipError_t result, int& live, int change) {
+    if (result == hipSuccess) live += change;
+    return result;
+  }
+
   std::unique_ptr<Backend> inner_;
   DeviceProperties device_;
   std::optional<Call> failing_;
   hipError_t error_ = hipSuccess;
   int passing_ = 0;
+  int physical_ = 0;
+  int mappings_ = 0;
 };
 
 // A runtime of its own over a FaultyBackend, and the backend, to tell it what to fail.
@@ -306,4 +329,97 @@ TEST_CASE("an access change the backend refuses leaves the access as it was") {
   CHECK(faulty.runtime->release(allocation) == hipSuccess);
   CHECK(faulty.runtime->free_reservation(base, g) == hipSuccess);
   CHECK(faulty.runtime->counts().allocations == 0);
+}
+
+namespace {
+
+std::size_t open_fd_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("an export or an import the backend refuses leaves no descriptor and no allocation behind") {
+  FaultyRuntime faulty;
+  Runtime& runtime = *faulty.runtime;
+  hipMemAllocationProp properties{};
+  properties.type = hipMemAllocationTypePinned;
+  properties.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
+  properties.location = {hipMemLocationTypeDevice, 0};
+  const std::size_t fds_at_start = open_fd_count();
+  hipMemGenericAllocationHandle_t handle = nullptr;
+  REQUIRE(runtime.create(&handle, faulty.granularity(), &properties, 0) == hipSuccess);
+
+  const std::size_t fds = open_fd_count();  // the host backend's allocation is a memfd
+  faulty.backend->fail(Call::export_fd, hipErrorOutOfMemory);
+  int fd = -1;
+  CHECK(runtime.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0) == hipErrorOutOfMemory);
+  CHECK(fd == -1);
+  CHECK(open_fd_count() == fds);
+  REQUIRE(runtime.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+
+  faulty.backend->fail(Call::import_fd, hipErrorInvalidValue);
+  hipMemGenericAllocationHandle_t imported = nullptr;
+  void* const os_handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));
+  CHECK(runtime.import_handle(&imported, os_handle, hipMemHandleTypePosixFileDescriptor) == hipErrorInvalidValue);
+  CHECK(imported == nullptr);
+  CHECK(runtime.counts().allocations == 1);
+  CHECK(faulty.backend->physical() == 1);
+  CHECK(fcntl(fd, F_GETFD) != -1);  // still the caller's, open
+
+  REQUIRE(runtime.import_handle(&imported, os_handle, hipMemHandleTypePosixFileDescriptor) == hipSuccess);
+  CHECK(runtime.counts().allocations == 2);
+  CHECK(runtime.release(imported) == hipSuccess);
+  CHECK(runtime.release(handle) == hipSuccess);
+  CHECK(close(fd) == 0);
+  CHECK(runtime.counts().allocations == 0);
+  CHECK(faulty.backend->physical() == 0);
+  CHECK(open_fd_count() == fds_at_start);
+}
+
+TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothing of the failed growth") {
+  FaultyRuntime faulty;
+  Runtime& runtime = *faulty.runtime;
+  hipMemPool_t pool_handle = nullptr;
+  REQUIRE(runtime.pools().default_pool(0, &pool_handle) == hipSuccess);
+  const std::shared_ptr<hipxx::core::MemoryPool> pool = runtime.pools().resolve(pool_handle);
+  REQUIRE(pool != nullptr);
+  // One small block maps one chunk: its size.
+  void* small = nullptr;
+  REQUIRE(runtime.allocate_async(&small, 1, nullptr, nullptr) == hipSuccess);
+  std::uint64_t chunk = 0;
+  REQUIRE(pool->get_attribute(hipMemPoolAttrReservedMemCurrent, &chunk) == hipSuccess);
+  REQUIRE(chunk > 0);
+  REQUIRE(runtime.free_async(small, nullptr) == hipSuccess);
+  REQUIRE(runtime.synchronize() == hipSuccess);
+  pool->trim_to(0);
+  REQUIRE(faulty.backend->mappings() == 0);
+
+  for (const Call call : {Call::create, Call::map, Call::set_access}) {
+    CAPTURE(static_cast<int>(call));
+    // A block over three chunks, whose second chunk fails at this step: the first is undone too.
+    faulty.backend->fail(call, hipErrorOutOfMemory, 1);
+    void* block = nullptr;
+    CHECK(runtime.allocate_async(&block, 3 * chunk, nullptr, nullptr) == hipErrorOutOfMemory);
+    CHECK(block == nullptr);
+    CHECK(faulty.backend->mappings() == 0);
+    CHECK(faulty.backend->physical() == 0);
+    CHECK(runtime.counts().mappings == 0);
+    CHECK(runtime.counts().allocations == 0);
+
+    // The same request succeeds once the backend does, and its memory works.
+    REQUIRE(runtime.allocate_async(&block, 3 * chunk, nullptr, nullptr) == hipSuccess);
+    CHECK(faulty.backend->mappings() >= 3);
+    REQUIRE(runtime.fill(block, 0x3c, 3 * chunk) == hipSuccess);
+    unsigned char last = 0;
+    REQUIRE(runtime.copy(&last, at(block, 3 * chunk - 1), 1, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(last == 0x3c);
+    REQUIRE(runtime.free_async(block, nullptr) == hipSuccess);
+    REQUIRE(runtime.synchronize() == hipSuccess);
+    pool->trim_to(0);
+    CHECK(faulty.backend->mappings() == 0);
+    CHECK(faulty.backend->physical() == 0);
+  }
 }
