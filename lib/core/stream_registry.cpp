@@ -7,9 +7,11 @@ namespace {
 
 bool names_null_stream(hipStream_t stream) noexcept { return stream == nullptr || stream == hipStreamLegacy; }
 
-// Per-thread default streams die with their thread.
+// Per-thread default streams die with their thread, through the registry that made them, which
+// outlives every thread (the process's runtime is never destroyed).
 struct PerThreadStreams {
   StreamRegistry* registry = nullptr;
+  std::uint64_t registry_serial = 0;
   std::map<int, hipStream_t> by_device;
   ~PerThreadStreams() {
     for (const auto& [device, stream] : by_device) (void)registry->destroy(stream);
@@ -22,7 +24,7 @@ struct PerThreadStreams {
 // lets it go (the destroying thread lets go of its own at once); until then it only delays the end
 // of a stream nobody can name any more. The null stream is held without ownership.
 struct ResolvedStream {
-  const void* registry = nullptr;
+  std::uint64_t registry = 0;  // the registry's serial; 0: none
   hipStream_t handle = nullptr;
   int device = -1;
   std::uint64_t generation = 0;
@@ -48,6 +50,7 @@ struct ThreadState {
 };
 
 const std::shared_ptr<Stream> no_stream;
+std::atomic<std::uint64_t> registries_made{0};
 // Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState thread_state;
 
@@ -55,6 +58,7 @@ __attribute__((tls_model("initial-exec"))) thread_local ThreadState thread_state
 
 StreamRegistry::StreamRegistry(int device_count, QueueFactory make_queue)
     : make_queue_(std::move(make_queue)),
+      serial_(registries_made.fetch_add(1, std::memory_order_relaxed) + 1),
       null_streams_(static_cast<std::size_t>(device_count)),
       null_published_(static_cast<std::size_t>(device_count)) {}
 
@@ -81,7 +85,9 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
   }
   // This thread's cache lets go at once; other threads' caches do at their next resolve.
   if (!thread_state_gone) {
-    if (ResolvedStream& last = thread_state.last; last.registry == this && last.handle == stream) last = ResolvedStream{};
+    if (ResolvedStream& last = thread_state.last; last.registry == serial_ && last.handle == stream) {
+      last = ResolvedStream{};
+    }
   }
   // hipStreamDestroy returns at once, as on a GPU: a stream with work still queued hands its last
   // reference to a final task of its own, so it goes on its worker thread once that work is done.
@@ -115,9 +121,15 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
 
 const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int current_device) {
   if (stream == hipStreamPerThread) {
-    auto [entry, inserted] = thread_state.per_thread.by_device.try_emplace(current_device, nullptr);
+    PerThreadStreams& per_thread = thread_state.per_thread;
+    if (per_thread.registry_serial != serial_) {
+      // Handles of another registry's (a runtime of a test's own, gone or not) name nothing here.
+      per_thread.by_device.clear();
+      per_thread.registry = this;
+      per_thread.registry_serial = serial_;
+    }
+    auto [entry, inserted] = per_thread.by_device.try_emplace(current_device, nullptr);
     if (inserted) {
-      thread_state.per_thread.registry = this;
       if (create(&entry->second, StreamTraits{.device = current_device}) != hipSuccess) return no_stream;
     }
     stream = entry->second;
@@ -127,7 +139,7 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
   // in), there is nowhere to keep the stream: such a late call gets no stream.
   if (thread_state_gone) return no_stream;
   ResolvedStream& last = thread_state.last;
-  if (last.registry == this && last.handle == stream && last.device == current_device &&
+  if (last.registry == serial_ && last.handle == stream && last.device == current_device &&
       last.generation == generation && last.stream) {
     return last.stream;
   }
@@ -145,7 +157,7 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
     }
   }
   // Outside the lock: replacing the cache may drop the last reference to a destroyed stream.
-  last = ResolvedStream{this, stream, current_device, generation, std::move(found_stream)};
+  last = ResolvedStream{serial_, stream, current_device, generation, std::move(found_stream)};
   return last.stream;
 }
 

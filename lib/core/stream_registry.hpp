@@ -58,6 +58,9 @@ class StreamRegistry {
   static constexpr std::uintptr_t kIdStep = 16;
   QueueFactory make_queue_;
   mutable std::mutex mutex_;
+  // Which registry a thread's cached resolution came from: unique in the process, where an address
+  // is not (a registry made where a destroyed one was, as tests of several runtimes do).
+  const std::uint64_t serial_;
   // Bumped by every destroy: a thread's cached resolution is good while it is unchanged.
   std::atomic<std::uint64_t> generation_{0};
   std::uintptr_t next_id_ = 0x5000;
