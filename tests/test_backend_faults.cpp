@@ -27,14 +27,14 @@ using hipxx::backend::DeviceProperties;
 using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
 
-enum class Call { reserve, create, map, unmap, set_access, export_fd, import_fd };
+enum class Call { reserve, free_reservation, create, map, unmap, set_access, export_fd, import_fd };
 
 // Forwards every call to a host backend, except the one it was told to fail, once; and counts the
 // physical allocations and mappings the backend holds, to show what the runtime leaves behind.
 class FaultyBackend final : public Backend {
  public:
-  explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt)
-      : inner_(hipxx::backend::make_host_backend(1)), device_(inner_->device(0)) {
+  explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt, int devices = 1)
+      : inner_(hipxx::backend::make_host_backend(devices)), device_(inner_->device(0)) {
     if (granularity) device_.minimum_granularity = *granularity;
   }
 
@@ -50,14 +50,19 @@ class FaultyBackend final : public Backend {
   [[nodiscard]] int mappings() const { return mappings_; }
 
   [[nodiscard]] std::string_view name() const noexcept override { return "faulty host"; }
-  [[nodiscard]] int device_count() const noexcept override { return 1; }
-  [[nodiscard]] const DeviceProperties& device(int /*ordinal*/) const override { return device_; }
+  [[nodiscard]] int device_count() const noexcept override { return inner_->device_count(); }
+  [[nodiscard]] const DeviceProperties& device(int ordinal) const override {
+    return ordinal == 0 ? device_ : inner_->device(ordinal);
+  }
 
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
     if (const auto error = injected(Call::reserve)) return *error;
     return inner_->reserve(size, alignment, hint, va);
   }
-  hipError_t free_reservation(void* va, std::size_t size) override { return inner_->free_reservation(va, size); }
+  hipError_t free_reservation(void* va, std::size_t size) override {
+    if (const auto error = injected(Call::free_reservation)) return *error;
+    return inner_->free_reservation(va, size);
+  }
   hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
     if (const auto error = injected(Call::create)) return *error;
     return counted(inner_->create_physical(device, size, exportable, out), physical_, +1);
@@ -143,8 +148,8 @@ struct FaultyRuntime {
   FaultyBackend* backend = nullptr;
   std::unique_ptr<Runtime> runtime;
 
-  FaultyRuntime() {
-    auto faulty = std::make_unique<FaultyBackend>();
+  explicit FaultyRuntime(int devices = 1) {
+    auto faulty = std::make_unique<FaultyBackend>(std::nullopt, devices);
     backend = faulty.get();
     runtime = std::make_unique<Runtime>(std::move(faulty));
     REQUIRE(runtime->status() == hipSuccess);
@@ -422,4 +427,62 @@ TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothin
     CHECK(faulty.backend->mappings() == 0);
     CHECK(faulty.backend->physical() == 0);
   }
+}
+
+TEST_CASE("a reservation the backend will not free stays booked, and can be freed later") {
+  FaultyRuntime faulty;
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(2 * g);
+  faulty.backend->fail(Call::free_reservation, hipErrorUnknown);
+  CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipErrorUnknown);
+  CHECK(faulty.runtime->counts().reservations == 1);
+  CHECK(faulty.mappings_in(base) == 0);
+  // Still a reservation: it takes a mapping.
+  hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+  REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+  CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
+  CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
+  CHECK(faulty.runtime->counts().reservations == 0);
+}
+
+TEST_CASE("a pool access change the backend refuses at one chunk puts the chunks before it back") {
+  FaultyRuntime faulty{2};
+  Runtime& runtime = *faulty.runtime;
+  hipMemPool_t pool_handle = nullptr;
+  REQUIRE(runtime.pools().default_pool(0, &pool_handle) == hipSuccess);
+  const std::shared_ptr<hipxx::core::MemoryPool> pool = runtime.pools().resolve(pool_handle);
+  REQUIRE(pool != nullptr);
+  const std::size_t chunk = pool->chunk_bytes();
+  void* block = nullptr;
+  REQUIRE(runtime.allocate_async(&block, 3 * chunk, nullptr, nullptr) == hipSuccess);
+  REQUIRE(pool->access(1) == hipMemAccessFlagsProtNone);
+  const hipMemLocation second{hipMemLocationTypeDevice, 1};
+  const auto second_device_access = [&](std::size_t at_chunk) {
+    unsigned long long flags = 0;
+    REQUIRE(runtime.get_access(&flags, &second, at(block, at_chunk * chunk)) == hipSuccess);
+    return flags;
+  };
+
+  // The first chunk takes the change; the second refuses it.
+  const hipMemAccessDesc read_write{{hipMemLocationTypeDevice, 1}, hipMemAccessFlagsProtReadWrite};
+  faulty.backend->fail(Call::set_access, hipErrorUnknown, 1);
+  CHECK(pool->set_access(&read_write, 1) == hipErrorUnknown);
+  CHECK(pool->access(1) == hipMemAccessFlagsProtNone);
+  for (std::size_t index = 0; index < 3; ++index) {
+    CAPTURE(index);
+    CHECK(second_device_access(index) == hipMemAccessFlagsProtNone);
+  }
+
+  REQUIRE(pool->set_access(&read_write, 1) == hipSuccess);
+  CHECK(pool->access(1) == hipMemAccessFlagsProtReadWrite);
+  for (std::size_t index = 0; index < 3; ++index) {
+    CAPTURE(index);
+    CHECK(second_device_access(index) == hipMemAccessFlagsProtReadWrite);
+  }
+  REQUIRE(runtime.free_async(block, nullptr) == hipSuccess);
+  REQUIRE(runtime.synchronize() == hipSuccess);
+  pool->trim_to(0);
+  CHECK(faulty.backend->mappings() == 0);
+  CHECK(faulty.backend->physical() == 0);
 }
