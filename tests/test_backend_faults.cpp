@@ -120,6 +120,16 @@ class FaultyBackend final : public Backend {
     return inner_->ipc_open(handle, ptr, size);
   }
   hipError_t ipc_close(void* ptr, std::size_t size) override { return inner_->ipc_close(ptr, size); }
+  // The host backend's stand-in device queues where HIPXX_HOST_QUEUES=1 asks for them, as in the
+  // process's own runtime.
+  std::unique_ptr<hipxx::backend::Queue> create_queue(int device, bool null_stream, bool blocking,
+                                                      int priority) override {
+    return inner_->create_queue(device, null_stream, blocking, priority);
+  }
+  [[nodiscard]] std::string queues_unavailable() const override { return inner_->queues_unavailable(); }
+  std::unique_ptr<hipxx::backend::Timestamp> create_timestamp(int device, bool timing) override {
+    return inner_->create_timestamp(device, timing);
+  }
 
  private:
   std::optional<hipError_t> injected(Call call) {
