@@ -6,6 +6,7 @@
 #include "backend/backend.hpp"
 #include "core/memory_pool.hpp"
 #include "core/runtime.hpp"
+#include "support/descriptors.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +14,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +26,7 @@ using hipxx::backend::Backend;
 using hipxx::backend::DeviceProperties;
 using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
+using test_support::open_fd_count;
 
 enum class Call { reserve, free_reservation, create, map, unmap, set_access, export_fd, import_fd };
 
@@ -173,13 +174,29 @@ struct FaultyRuntime {
     return va;
   }
 
-  [[nodiscard]] hipMemGenericAllocationHandle_t create(std::size_t size) const {
+  // Pinned memory on device 0, shareable as `handle_type` asks.
+  [[nodiscard]] static hipMemAllocationProp properties(hipMemAllocationHandleType handle_type = hipMemHandleTypeNone) {
     hipMemAllocationProp properties{};
     properties.type = hipMemAllocationTypePinned;
+    properties.requestedHandleType = handle_type;
     properties.location = {hipMemLocationTypeDevice, 0};
+    return properties;
+  }
+
+  [[nodiscard]] hipMemGenericAllocationHandle_t create(
+      std::size_t size, hipMemAllocationHandleType handle_type = hipMemHandleTypeNone) const {
+    const hipMemAllocationProp wanted = properties(handle_type);
     hipMemGenericAllocationHandle_t handle = nullptr;
-    REQUIRE(runtime->create(&handle, size, &properties, 0) == hipSuccess);
+    REQUIRE(runtime->create(&handle, size, &wanted, 0) == hipSuccess);
     return handle;
+  }
+
+  [[nodiscard]] std::shared_ptr<hipxx::core::MemoryPool> default_pool() const {
+    hipMemPool_t handle = nullptr;
+    REQUIRE(runtime->pools().default_pool(0, &handle) == hipSuccess);
+    std::shared_ptr<hipxx::core::MemoryPool> pool = runtime->pools().resolve(handle);
+    REQUIRE(pool != nullptr);
+    return pool;
   }
 
   [[nodiscard]] std::size_t mappings_in(void* base) const {
@@ -225,9 +242,7 @@ TEST_CASE("a reservation or an allocation the backend refuses is not booked") {
   CHECK(va == nullptr);
   CHECK(faulty.runtime->counts().reservations == 0);
 
-  hipMemAllocationProp properties{};
-  properties.type = hipMemAllocationTypePinned;
-  properties.location = {hipMemLocationTypeDevice, 0};
+  const hipMemAllocationProp properties = FaultyRuntime::properties();
   hipMemGenericAllocationHandle_t handle = nullptr;
   faulty.backend->fail(Call::create, hipErrorOutOfMemory);
   CHECK(faulty.runtime->create(&handle, g, &properties, 0) == hipErrorOutOfMemory);
@@ -346,26 +361,11 @@ TEST_CASE("an access change the backend refuses leaves the access as it was") {
   CHECK(faulty.runtime->counts().allocations == 0);
 }
 
-namespace {
-
-std::size_t open_fd_count() {
-  std::size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
-  return count;
-}
-
-}  // namespace
-
 TEST_CASE("an export or an import the backend refuses leaves no descriptor and no allocation behind") {
   FaultyRuntime faulty;
   Runtime& runtime = *faulty.runtime;
-  hipMemAllocationProp properties{};
-  properties.type = hipMemAllocationTypePinned;
-  properties.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
-  properties.location = {hipMemLocationTypeDevice, 0};
   const std::size_t fds_at_start = open_fd_count();
-  hipMemGenericAllocationHandle_t handle = nullptr;
-  REQUIRE(runtime.create(&handle, faulty.granularity(), &properties, 0) == hipSuccess);
+  hipMemGenericAllocationHandle_t handle = faulty.create(faulty.granularity(), hipMemHandleTypePosixFileDescriptor);
 
   const std::size_t fds = open_fd_count();  // the host backend's allocation is a memfd
   faulty.backend->fail(Call::export_fd, hipErrorOutOfMemory);
@@ -397,10 +397,7 @@ TEST_CASE("an export or an import the backend refuses leaves no descriptor and n
 TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothing of the failed growth") {
   FaultyRuntime faulty;
   Runtime& runtime = *faulty.runtime;
-  hipMemPool_t pool_handle = nullptr;
-  REQUIRE(runtime.pools().default_pool(0, &pool_handle) == hipSuccess);
-  const std::shared_ptr<hipxx::core::MemoryPool> pool = runtime.pools().resolve(pool_handle);
-  REQUIRE(pool != nullptr);
+  const std::shared_ptr<hipxx::core::MemoryPool> pool = faulty.default_pool();
   // One small block maps one chunk: its size.
   void* small = nullptr;
   REQUIRE(runtime.allocate_async(&small, 1, nullptr, nullptr) == hipSuccess);
@@ -459,10 +456,7 @@ TEST_CASE("a reservation the backend will not free stays booked, and can be free
 TEST_CASE("a pool access change the backend refuses at one chunk puts the chunks before it back") {
   FaultyRuntime faulty{2};
   Runtime& runtime = *faulty.runtime;
-  hipMemPool_t pool_handle = nullptr;
-  REQUIRE(runtime.pools().default_pool(0, &pool_handle) == hipSuccess);
-  const std::shared_ptr<hipxx::core::MemoryPool> pool = runtime.pools().resolve(pool_handle);
-  REQUIRE(pool != nullptr);
+  const std::shared_ptr<hipxx::core::MemoryPool> pool = faulty.default_pool();
   const std::size_t chunk = pool->chunk_bytes();
   void* block = nullptr;
   REQUIRE(runtime.allocate_async(&block, 3 * chunk, nullptr, nullptr) == hipSuccess);
