@@ -6,7 +6,7 @@
 # the others it calls). Counts are the difference between 30 cycles and 10, over 20, so start-up
 # cancels. Last, the distinct 64-byte lines of libhipxx's code that the call executes (over all 30
 # calls, which take the same path): after a driver call each is as likely to be cold as the data
-# (on the H100 a cold line of code cost 1-2 ns, one of data 1.5-3 ns: bench/RESULTS.md). Needs
+# (on the H100 a cold line of code cost 1-3 ns, one of data 1.5-3 ns: bench/RESULTS.md). Needs
 # valgrind and python3.
 # Usage: bench/cold_lines.sh BUILD_DIR [FUNCTION...]
 set -euo pipefail
