@@ -459,6 +459,25 @@ TEST_CASE("a callback blocks later work on its stream until it returns") {
     CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x7F));
   }
 
+  SUBCASE("the last work queued: the stream is busy while it runs and idle once it returned") {
+    // With a device queue the callback marks its own place in the stream: nothing after it does.
+    HeldCallback held;
+    REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
+    {
+      std::unique_lock lock{held.mutex};
+      REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
+    }
+    std::this_thread::sleep_for(kSettle);
+    CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+    {
+      std::lock_guard lock{held.mutex};
+      held.may_leave = true;
+    }
+    held.changed.notify_all();
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipStreamQuery(stream) == hipSuccess);
+  }
+
   SUBCASE("a sleeping callback: the memset after it has not happened while it sleeps") {
     SleepyCallback sleepy;
     REQUIRE(hipStreamAddCallback(stream, sleepy_callback, &sleepy, 0) == hipSuccess);

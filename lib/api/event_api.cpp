@@ -23,7 +23,10 @@ hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr
   if (!marker->timestamp) return hipErrorOutOfMemory;
   std::uint64_t sequence = 0;
   const hipError_t queued = runtime.streams().enqueue(
-      *where, [timestamp = marker->timestamp](hipxx::backend::Queue& queue) { return queue.record(*timestamp); },
+      *where,
+      [timestamp = marker->timestamp](hipxx::backend::Queue& queue, std::uint64_t /*sequence*/) {
+        return queue.record(*timestamp);
+      },
       [] { return hipErrorNotSupported; }, &sequence);
   if (queued != hipSuccess) return queued;
   marker->sequence = sequence;

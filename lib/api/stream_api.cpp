@@ -71,7 +71,7 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     const hipxx::backend::WordWait wait{.value = value, .mask = mask, .condition = *condition};
     // The CUDA driver refuses stream memory operations on managed memory; such waits run on the host.
     const bool host_only = runtime.in_managed_memory(ptr, sizeof(Word));
-    auto on_queue = [host_only, wait, ptr](hipxx::backend::Queue& queue) {
+    auto on_queue = [host_only, wait, ptr](hipxx::backend::Queue& queue, std::uint64_t /*sequence*/) {
       if (host_only) return hipErrorNotSupported;
       if (always_holds(wait, width_mask)) return hipSuccess;
       return queue.wait_word(ptr, sizeof(Word), wait);
@@ -100,7 +100,8 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
     }
     return runtime.streams().enqueue(
         *target,
-        [host_only = runtime.in_managed_memory(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue) {
+        [host_only = runtime.in_managed_memory(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue,
+                                                                               std::uint64_t /*sequence*/) {
           return host_only ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
         },
         [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
@@ -243,9 +244,9 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
     // The driver owns the call's state once it accepted it, and hands it back exactly once.
     const hipError_t queued = runtime.streams().enqueue(
         *target,
-        [stream, callback, userData](hipxx::backend::Queue& queue) {
+        [stream, callback, userData](hipxx::backend::Queue& queue, std::uint64_t sequence) {
           auto call = std::make_unique<hipxx::api::QueuedCallback>(callback, stream, userData);
-          const hipError_t accepted = queue.host_call(call.get());
+          const hipError_t accepted = queue.host_call(call.get(), sequence);
           if (accepted == hipSuccess) (void)call.release();
           return accepted;
         },

@@ -89,12 +89,17 @@ class Timestamp {
   [[nodiscard]] virtual hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const = 0;
 };
 
+class Queue;
+
 // A call a queue makes on a driver thread, in queue order, with the queue's status. The runtime
 // allocates it with whatever the call needs after this base, and the queue passes it to `run`
 // exactly once, which then owns it; `run` must not call the runtime. One allocation per call, and
 // the driver's own callback argument is the call itself.
 struct HostCall {
   void (*run)(HostCall* call, hipError_t status) = nullptr;
+  // The queue's own: where to mark the call's number once it has run (see Queue::host_call).
+  Queue* queue = nullptr;
+  std::uint64_t sequence = 0;
 };
 
 // A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
@@ -115,7 +120,8 @@ class Queue {
 
   // The highest number the device has written so far.
   [[nodiscard]] virtual std::uint64_t progress() const noexcept = 0;
-  // Has the device write `sequence` to the progress word once all earlier work is done.
+  // Has the device write `sequence` to the progress word once all earlier work is done (nothing,
+  // where the host call just queued as that number writes it).
   [[nodiscard]] virtual hipError_t mark(std::uint64_t sequence) = 0;
 
   [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;
@@ -131,8 +137,10 @@ class Queue {
   // The host did work number `sequence` itself, after everything queued before it had finished and
   // before anything later was queued: the progress word says so.
   virtual void complete(std::uint64_t sequence) noexcept = 0;
-  // Queues `call`; once this succeeds the queue owns it until it hands it to call->run.
-  [[nodiscard]] virtual hipError_t host_call(HostCall* call) = 0;
+  // Queues `call` as work number `sequence`; once this succeeds the queue owns it until it hands it
+  // to call->run. The thread that runs the call marks `sequence` itself after it, as complete()
+  // does, so the mark that follows costs the device nothing: a callback needs no second driver call.
+  [[nodiscard]] virtual hipError_t host_call(HostCall* call, std::uint64_t sequence) = 0;
   [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
   // An error the device reported for this queue's work, or hipSuccess (also while work is pending).

@@ -269,7 +269,10 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   // thread until the queue got there (CUDA stages pageable memory that way); the stream's host
   // thread does those copies instead, so hipMemcpyAsync stays asynchronous.
   return streams_.enqueue(
-      *target, [=](backend::Queue& queue) { return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes); },
+      *target,
+      [=](backend::Queue& queue, std::uint64_t /*sequence*/) {
+        return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes);
+      },
       [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
 }
 
@@ -283,7 +286,7 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   const auto byte = static_cast<unsigned char>(value);
   const int stream_device = target->traits().device;
   return streams_.enqueue(
-      *target, [=](backend::Queue& queue) { return queue.fill(dst, byte, bytes); },
+      *target, [=](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.fill(dst, byte, bytes); },
       [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
 }
 
@@ -365,7 +368,7 @@ hipError_t Runtime::free_async(void* ptr, hipStream_t stream) {
   // hipMemPoolDestroy outlives the work queued before its frees (PoolRegistry::retire).
   if (streams_.would_wait_for_others(*target)) {
     if (const hipError_t error = streams_.enqueue(
-            *target, [](backend::Queue&) { return hipSuccess; }, [] { return hipSuccess; });
+            *target, [](backend::Queue&, std::uint64_t /*sequence*/) { return hipSuccess; }, [] { return hipSuccess; });
         error != hipSuccess) {
       return error;
     }

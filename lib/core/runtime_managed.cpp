@@ -40,7 +40,8 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
   }
   // A device queue moves the pages itself; a host task after it tells the books.
   if (const hipError_t queued = streams_.enqueue(
-          *target, [=](backend::Queue& queue) { return queue.prefetch(ptr, bytes, device); },
+          *target,
+          [=](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.prefetch(ptr, bytes, device); },
           [this, ptr, bytes, device] { return backend_->prefetch(ptr, bytes, device); });
       queued != hipSuccess) {
     return queued;

@@ -82,7 +82,7 @@ std::uint64_t Stream::enqueue(StreamTask task) {
 }
 
 hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
-  const hipError_t queued = on_queue(*queue_);
+  const hipError_t queued = on_queue(*queue_, sequence);
   return queued == hipSuccess ? mark_submitted_locked(sequence) : queued;
 }
 
@@ -103,7 +103,7 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
     if (lane_idle_locked()) {
       // Nothing of the host's ahead of it: straight onto the queue. The number is taken only once
       // the queue accepted the work, so a refusal leaves the stream's count as it was.
-      const hipError_t queued = on_queue(*queue_);
+      const hipError_t queued = on_queue(*queue_, enqueued_.load(std::memory_order_relaxed) + 1);
       if (queued != hipErrorNotSupported) {
         if (queued != hipSuccess) return queued;
         point = next_sequence();
@@ -143,8 +143,9 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     // as where the other's host thread still has work before the point, this stream's host thread
     // waits for the point, and this stream's later work is held back behind that wait.
     if (lane_idle_locked() && other->device_tail_ == point &&
-        submit_locked([&other](backend::Queue& queue) { return queue.wait_queue(*other->queue_); }, sequence) ==
-            hipSuccess) {
+        submit_locked(
+            [&other](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_queue(*other->queue_); },
+            sequence) == hipSuccess) {
       return sequence;
     }
     push_host_task({.sequence = sequence, .work = std::move(on_host)});

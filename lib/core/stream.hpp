@@ -26,9 +26,9 @@ namespace hipxx::core {
 
 // A unit of stream work. Its result becomes the stream's status, which later callbacks receive.
 using StreamTask = std::function<hipError_t()>;
-// The same work put on a device queue. hipErrorNotSupported: the queue cannot do it (nothing was
-// queued), and the stream runs the host form in its place.
-using QueueWork = std::function<hipError_t(backend::Queue&)>;
+// The same work put on a device queue as the stream's work number `sequence`. hipErrorNotSupported:
+// the queue cannot do it (nothing was queued), and the stream runs the host form in its place.
+using QueueWork = std::function<hipError_t(backend::Queue&, std::uint64_t sequence)>;
 
 struct StreamTraits {
   int device = 0;

@@ -5,7 +5,8 @@
 //   mark                   cuStreamWriteValue64 to the queue's progress word, which lives in pinned,
 //                          portable host memory that the host reads with a plain load
 //   wait_queue             cuEventRecord on the other stream, cuStreamWaitEvent on this one
-//   host_call              cuStreamAddCallback, which hands the callback the stream's status
+//   host_call              cuStreamAddCallback, which hands the callback the stream's status; the
+//                          callback marks its own number, so no mark follows it
 //   prefetch               cuMemPrefetchAsync
 //   record                 cuEventRecord; timestamps are CUevents
 // The null stream is CU_STREAM_LEGACY: work other code puts on the legacy default stream (CUDA
@@ -138,6 +139,7 @@ class CudaQueue final : public Queue {
   }
 
   hipError_t mark(std::uint64_t sequence) override {
+    if (sequence == marked_by_host_call_) return hipSuccess;
     return call(api().cuStreamWriteValue64_v2, stream_, address_of(&words_->progress), sequence,
                 CU_STREAM_WRITE_VALUE_DEFAULT);
   }
@@ -205,8 +207,12 @@ class CudaQueue final : public Queue {
     std::atomic_ref<std::uint64_t>{words_->progress}.store(sequence, std::memory_order_release);
   }
 
-  hipError_t host_call(HostCall* host) override {
-    return call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
+  hipError_t host_call(HostCall* host, std::uint64_t sequence) override {
+    host->queue = this;
+    host->sequence = sequence;
+    const hipError_t queued = call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
+    if (queued == hipSuccess) marked_by_host_call_ = sequence;
+    return queued;
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
@@ -230,10 +236,16 @@ class CudaQueue final : public Queue {
   }
 
  private:
-  // The driver calls back exactly once for each callback it accepted.
+  // The driver calls back exactly once for each callback it accepted, after all earlier work and
+  // before any later work, which waits for this to return: the progress word can take the call's
+  // number here rather than from a second stream operation. The queue outlives the call (its
+  // destructor synchronises the stream first).
   static void run_host_call(CUstream /*stream*/, CUresult status, void* data) {
     auto* const host = static_cast<HostCall*>(data);
+    Queue* const queue = host->queue;  // read first: run() frees the call
+    const std::uint64_t sequence = host->sequence;
     host->run(host, to_hip(status));
+    queue->complete(sequence);
   }
 
   [[nodiscard]] const QueueApi& api() const noexcept { return *device_.queues; }
@@ -248,6 +260,9 @@ class CudaQueue final : public Queue {
   CUstream stream_;
   bool owned_;  // false for CU_STREAM_LEGACY, which is the context's
   Words* words_;
+  // The number of the host call queued last; the stream marks it next, and the call marks it itself.
+  // Only the stream's work, under the stream's lock, queues or marks.
+  std::uint64_t marked_by_host_call_ = 0;
 };
 
 // The driver's priority range is [greatest, least], greatest the most negative. HIP's high (-1)
