@@ -987,7 +987,8 @@ TEST_CASE("reuse: AllowInternalDependencies, on and off; when on, the allocating
     } else {
       CHECK(taken != freed);
       CHECK(eventually([&] { return b_ran.load(); }));
-      CHECK(hipStreamQuery(f.b) == hipSuccess);
+      // B completes once its callback has returned, a moment after the flag is set.
+      CHECK(eventually([&] { return hipStreamQuery(f.b) == hipSuccess; }));
     }
     gate.open();
     CHECK(hipStreamSynchronize(f.b) == hipSuccess);
