@@ -177,9 +177,11 @@ TEST_CASE("hipMallocAsync/hipFreeAsync: data round trip on created, null and per
     for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(received[i] == sent[i]);
     // Live allocations never overlapped.
     std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
-    for (std::size_t i = 0; i < sizes.size(); ++i) ranges.emplace_back(reinterpret_cast<std::uintptr_t>(live[i]), sizes[i]);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      ranges.emplace_back(reinterpret_cast<std::uintptr_t>(live[i]), sizes[i]);
     std::sort(ranges.begin(), ranges.end());
-    for (std::size_t i = 1; i < ranges.size(); ++i) CHECK(ranges[i - 1].first + ranges[i - 1].second <= ranges[i].first);
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+      CHECK(ranges[i - 1].first + ranges[i - 1].second <= ranges[i].first);
   }
   CHECK(hipStreamDestroy(blocking) == hipSuccess);
   CHECK(hipStreamDestroy(nonblocking) == hipSuccess);
@@ -208,7 +210,8 @@ TEST_CASE("hipMallocAsync/hipFreeAsync refusals") {
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
-TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream" * doctest::test_suite("devices-2")) {
+TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream" *
+          doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   TrimDefaultPools trim;
   hipMemPool_t pool = make_pool(0);
@@ -318,7 +321,8 @@ TEST_CASE("hipMemPoolCreate checks its properties" * doctest::test_suite("device
   }
 }
 
-TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" * doctest::test_suite("devices-2")) {
+TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" *
+          doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   CHECK(hipMemPoolDestroy(default_pool(0)) == hipErrorInvalidValue);
   CHECK(hipMemPoolDestroy(default_pool(1)) == hipErrorInvalidValue);
@@ -475,9 +479,8 @@ TEST_CASE("every hipMemPoolAttr round-trips or is refused as documented") {
     CAPTURE(use_default);
     hipMemPool_t pool = use_default ? default_pool(0) : make_pool();
     // Reuse policies: int 0 or 1, enabled by default.
-    for (const hipMemPoolAttr attr :
-         {hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic,
-          hipMemPoolReuseAllowInternalDependencies}) {
+    for (const hipMemPoolAttr attr : {hipMemPoolReuseFollowEventDependencies, hipMemPoolReuseAllowOpportunistic,
+                                      hipMemPoolReuseAllowInternalDependencies}) {
       CAPTURE(static_cast<int>(attr));
       CHECK(get_int(pool, attr) == 1);
       for (const int value : {0, 1, 0}) {
@@ -964,6 +967,27 @@ TEST_CASE("reuse: AllowOpportunistic, on and off") {
   }
 }
 
+TEST_CASE("reuse: AllowOpportunistic takes a block freed after device work once its stream got there, unwaited") {
+  // Nothing waits on the freeing stream: the free itself must let the pool learn when the stream
+  // has passed it. The work is given time; a round whose work was not done by then tries again.
+  LeakCheck leaks;
+  ReuseFixture f;
+  set_policies(f.pool, false, true, false);
+  bool reused = false;
+  for (const auto settle : {50ms, 250ms, 1000ms}) {
+    void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+    REQUIRE(hipMemsetAsync(freed, 0x3C, kReuseBytes, f.a) == hipSuccess);
+    REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+    std::this_thread::sleep_for(settle);
+    void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+    reused = taken == freed;
+    REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(f.b) == hipSuccess);
+    if (reused) break;
+  }
+  CHECK(reused);
+}
+
 TEST_CASE("reuse: AllowInternalDependencies, on and off; when on, the allocating stream waits for the free") {
   LeakCheck leaks;
   for (const bool internal : {true, false}) {
@@ -1083,7 +1107,7 @@ TEST_CASE("an allocation does not wait for later work of a destroyed stream whos
   void* freed = pool_alloc(pool, kReuseBytes, doomed);
   REQUIRE(hipFreeAsync(freed, doomed) == hipSuccess);
   REQUIRE(hipStreamSynchronize(doomed) == hipSuccess);  // the free has completed
-  gate.block(doomed);                                   // later, unrelated work is held
+  gate.block(doomed);  // later, unrelated work is held
   CHECK(hipStreamDestroy(doomed) == hipSuccess);  // returns at once; the held work stays queued
   void* taken = pool_alloc(pool, kReuseBytes, other);  // opportunistic reuse of the completed free
   CHECK(taken == freed);
@@ -1100,7 +1124,8 @@ TEST_CASE("an allocation does not wait for later work of a destroyed stream whos
 // ---------------------------------------------------------------------------------------------
 // Access
 
-TEST_CASE("pool access: the owner is always read-write; another device needs hipMemPoolSetAccess" * doctest::test_suite("devices-2")) {
+TEST_CASE("pool access: the owner is always read-write; another device needs hipMemPoolSetAccess" *
+          doctest::test_suite("devices-2")) {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool(0);
   CHECK(access_of(pool, 0) == hipMemAccessFlagsProtReadWrite);
@@ -1232,8 +1257,8 @@ TEST_CASE("pools under threads: 8 threads allocate, fill, copy and free on their
         const std::size_t bytes = 512 + static_cast<std::size_t>((round * 977 + t * 131) % 20000);
         const auto byte = static_cast<unsigned char>(t * 16 + round % 16);
         void* ptr = nullptr;
-        const hipError_t allocated = round % 2 == 0 ? hipMallocAsync(&ptr, bytes, stream)
-                                                    : hipMallocFromPoolAsync(&ptr, bytes, shared, stream);
+        const hipError_t allocated =
+            round % 2 == 0 ? hipMallocAsync(&ptr, bytes, stream) : hipMallocFromPoolAsync(&ptr, bytes, shared, stream);
         if (allocated != hipSuccess) {
           ++failures;
           continue;
@@ -1256,7 +1281,8 @@ TEST_CASE("pools under threads: 8 threads allocate, fill, copy and free on their
   CHECK(hipMemPoolDestroy(shared) == hipSuccess);
 }
 
-TEST_CASE("the books return to their starting values once pools are trimmed and destroyed" * doctest::test_suite("devices-2")) {
+TEST_CASE("the books return to their starting values once pools are trimmed and destroyed" *
+          doctest::test_suite("devices-2")) {
   const hipxxBookCounts start = books();
   hipStream_t stream = make_stream();
   std::vector<hipMemPool_t> pools;
@@ -1377,7 +1403,8 @@ TEST_CASE("memory freed on many threads' streams counts at once, and is all trim
   set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
   constexpr int kThreads = 4;
   std::vector<hipStream_t> streams;
-  for (int t = 0; t < kThreads; ++t) streams.push_back(make_stream(t % 2 == 0 ? hipStreamNonBlocking : hipStreamDefault));
+  for (int t = 0; t < kThreads; ++t)
+    streams.push_back(make_stream(t % 2 == 0 ? hipStreamNonBlocking : hipStreamDefault));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {

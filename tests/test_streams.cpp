@@ -308,6 +308,31 @@ TEST_CASE("hipStreamQuery is NotReady while work is pending and hipSuccess once 
   CHECK(hipStreamDestroy(other) == hipSuccess);
 }
 
+TEST_CASE("work nothing waited for: once it is done, the first hipStreamQuery says so") {
+  // On a device queue such work is not marked in the stream's progress until something waits;
+  // a query must still not report a finished stream as busy. Nothing else may look at the stream
+  // before the query (a synchronous copy would), so the work is given time instead; a round whose
+  // work was not done by then is tried again with more time.
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 4096;
+  void* buffer = malloc_device(kBytes);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  bool first_query_said_done = false;
+  unsigned char value = 0;
+  for (const auto settle : {50ms, 250ms, 1000ms}) {
+    ++value;
+    REQUIRE(hipMemsetAsync(buffer, value, kBytes, stream) == hipSuccess);
+    std::this_thread::sleep_for(settle);
+    first_query_said_done = hipStreamQuery(stream) == hipSuccess;
+    if (first_query_said_done) break;
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  }
+  CHECK(first_query_said_done);
+  CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, value));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
 TEST_CASE("a stream gated on a wait value is released by a host hipMemcpy") {
   LeakCheck leaks;
   Gate gate;
@@ -355,7 +380,8 @@ TEST_CASE("callbacks run exactly once each, in order, with the stream handle and
     std::vector<CallbackTicket> tickets;
     tickets.reserve(kCount);
     for (int i = 0; i < kCount; ++i) tickets.push_back({&log, i});
-    for (int i = 0; i < kCount; ++i) REQUIRE(hipStreamAddCallback(stream, record_callback, &tickets[i], 0) == hipSuccess);
+    for (int i = 0; i < kCount; ++i)
+      REQUIRE(hipStreamAddCallback(stream, record_callback, &tickets[i], 0) == hipSuccess);
     CHECK(hipStreamSynchronize(stream) == hipSuccess);
     std::vector<int> expected(kCount);
     std::iota(expected.begin(), expected.end(), 0);
@@ -509,9 +535,9 @@ struct WaitCase {
   unsigned flags;
   std::uint64_t value;
   std::uint64_t mask;
-  std::uint64_t initial;                  // must block
+  std::uint64_t initial;  // must block
   std::vector<std::uint64_t> still_held;  // writes that must not release the wait
-  std::uint64_t release;                  // the write that releases it
+  std::uint64_t release;  // the write that releases it
 };
 
 // The documented conditions (with `mask` applied to *ptr, and for Nor to value too):
@@ -523,18 +549,54 @@ const std::vector<WaitCase>& wait_cases() {
       {"Gte32 full", false, hipStreamWaitValueGte, 0x80000000, 0xFFFFFFFF, 0x7FFFFFFF, {0x00000001}, 0xFFFFFFFF},
       {"Eq32 masked", false, hipStreamWaitValueEq, 0x050, 0x0FF0, 0x0A0, {0x060, 0x1040, 0x0F0}, 0xFFFFF05F},
       {"And32 masked", false, hipStreamWaitValueAnd, 0x30, 0xF0, 0x0F, {0x4F, 0xFFFFFF0F, 0x80}, 0x1F},
-      {"Nor32 full mask", false, hipStreamWaitValueNor, 0xFFFF0000, 0xFFFFFFFF, 0x0000FFFF, {0x0001FFFF, 0x8000FFFF},
+      {"Nor32 full mask",
+       false,
+       hipStreamWaitValueNor,
+       0xFFFF0000,
+       0xFFFFFFFF,
+       0x0000FFFF,
+       {0x0001FFFF, 0x8000FFFF},
        0x0000FFFE},
-      {"Gte64 masked high", true, hipStreamWaitValueGte, 0x0001000000000000ULL, 0xFFFF000000000000ULL,
-       0x0000FFFFFFFFFFFFULL, {0x0000000000000001ULL, 0x00007FFFFFFFFFFFULL}, 0x0001000000000000ULL},
-      {"Gte64 full", true, hipStreamWaitValueGte, 0x100000000ULL, ~0ULL, 0xFFFFFFFFULL, {0xFFFFFFFEULL},
+      {"Gte64 masked high",
+       true,
+       hipStreamWaitValueGte,
+       0x0001000000000000ULL,
+       0xFFFF000000000000ULL,
+       0x0000FFFFFFFFFFFFULL,
+       {0x0000000000000001ULL, 0x00007FFFFFFFFFFFULL},
+       0x0001000000000000ULL},
+      {"Gte64 full",
+       true,
+       hipStreamWaitValueGte,
+       0x100000000ULL,
+       ~0ULL,
+       0xFFFFFFFFULL,
+       {0xFFFFFFFEULL},
        0x100000000ULL},
-      {"Eq64 masked", true, hipStreamWaitValueEq, 0x1200000000000034ULL, 0xFF000000000000FFULL, 0,
-       {0x1300000000000034ULL, 0x0000000000000034ULL, 0x12FFFFFFFFFFFF00ULL}, 0x12ABCDEF01234534ULL},
-      {"And64 masked high", true, hipStreamWaitValueAnd, 0x8000000000000000ULL, 0xF000000000000000ULL,
-       0x7FFFFFFFFFFFFFFFULL, {0x4000000000000000ULL, 0x0FFFFFFFFFFFFFFFULL}, 0x8000000000000000ULL},
-      {"Nor64 full mask", true, hipStreamWaitValueNor, 0xFFFFFFFF00000000ULL, ~0ULL, 0x00000000FFFFFFFFULL,
-       {0x80000000FFFFFFFFULL, 0x00000001FFFFFFFFULL}, 0x00000000FFFFFFFEULL},
+      {"Eq64 masked",
+       true,
+       hipStreamWaitValueEq,
+       0x1200000000000034ULL,
+       0xFF000000000000FFULL,
+       0,
+       {0x1300000000000034ULL, 0x0000000000000034ULL, 0x12FFFFFFFFFFFF00ULL},
+       0x12ABCDEF01234534ULL},
+      {"And64 masked high",
+       true,
+       hipStreamWaitValueAnd,
+       0x8000000000000000ULL,
+       0xF000000000000000ULL,
+       0x7FFFFFFFFFFFFFFFULL,
+       {0x4000000000000000ULL, 0x0FFFFFFFFFFFFFFFULL},
+       0x8000000000000000ULL},
+      {"Nor64 full mask",
+       true,
+       hipStreamWaitValueNor,
+       0xFFFFFFFF00000000ULL,
+       ~0ULL,
+       0x00000000FFFFFFFFULL,
+       {0x80000000FFFFFFFFULL, 0x00000001FFFFFFFFULL},
+       0x00000000FFFFFFFEULL},
       {"Nor64 low mask", true, hipStreamWaitValueNor, 0xFFFFFFFF00000000ULL, 0x00000000FFFFFFFFULL, 0, {}, 0},
   };
   return cases;

@@ -145,6 +145,9 @@ class Queue {
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
   // An error the device reported for this queue's work, or hipSuccess (also while work is pending).
   [[nodiscard]] virtual hipError_t fault() = 0;
+  // Whether all work put on the queue so far has finished (the driver's stream query), for work
+  // the runtime did not have marked.
+  [[nodiscard]] virtual bool finished() = 0;
 };
 
 class Backend {

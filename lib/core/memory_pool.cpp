@@ -288,6 +288,8 @@ bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& str
   if (!size_class) return false;
   if (stream) {
     StreamFreeList& own = free_list_of(stream);
+    // The block is reused once the stream reaches this point, which the queue must then mark.
+    stream->mark_tail();
     const std::uint64_t point = stream->tail();
     std::lock_guard lock{own.lock};
     own.by_class[*size_class].push_back({.offset = offset, .point = point});

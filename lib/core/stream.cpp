@@ -65,8 +65,6 @@ std::uint64_t Stream::next_sequence() {
   return sequence;
 }
 
-void Stream::push_host_task(HostTask task) { host_tasks_.push_back(std::move(task)); }
-
 bool Stream::lane_idle_locked() const noexcept { return host_tasks_.empty() && !lane_running_; }
 
 std::uint64_t Stream::enqueue(StreamTask task) {
@@ -81,6 +79,12 @@ std::uint64_t Stream::enqueue(StreamTask task) {
   return sequence;
 }
 
+void Stream::push_host_task(HostTask task) {
+  // The stream's thread waits for the queue to pass the work before the task: have it marked.
+  mark_tail_locked();
+  host_tasks_.push_back(std::move(task));
+}
+
 hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
   const hipError_t queued = on_queue(*queue_, sequence);
   return queued == hipSuccess ? mark_submitted_locked(sequence) : queued;
@@ -88,7 +92,19 @@ hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequen
 
 hipError_t Stream::mark_submitted_locked(std::uint64_t sequence) {
   device_tail_ = sequence;
-  return queue_->mark(sequence);
+  if (const hipError_t marked = queue_->mark(sequence); marked != hipSuccess) return marked;
+  marked_ = sequence;
+  return hipSuccess;
+}
+
+void Stream::mark_tail_locked() const {
+  // A failed mark leaves marked_ behind, so the next wait tries again; a broken queue's waits end on its fault.
+  if (queue_ && marked_ < device_tail_ && queue_->mark(device_tail_) == hipSuccess) marked_ = device_tail_;
+}
+
+void Stream::mark_tail() const {
+  std::lock_guard lock{mutex_};
+  mark_tail_locked();
 }
 
 hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence) {
@@ -107,8 +123,12 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
       if (queued != hipErrorNotSupported) {
         if (queued != hipSuccess) return queued;
         point = next_sequence();
+        if (sequence == nullptr) {
+          device_tail_ = point;  // marked when something waits for it
+          return hipSuccess;
+        }
         if (const hipError_t marked = mark_submitted_locked(point); marked != hipSuccess) return marked;
-        if (sequence != nullptr) *sequence = point;
+        *sequence = point;
         return hipSuccess;
       }
       point = next_sequence();
@@ -168,6 +188,11 @@ void Stream::wait_on_queue(std::uint64_t sequence) const {
 
 void Stream::wait_for(std::uint64_t sequence) const {
   if (queue_) {
+    {
+      // Beyond device_tail_ lies work of the stream's thread, which marks it as it goes.
+      std::lock_guard lock{mutex_};
+      if (sequence <= device_tail_) mark_tail_locked();
+    }
     wait_on_queue(sequence);
     return;
   }
@@ -180,7 +205,19 @@ std::uint64_t Stream::tail() const { return enqueued_.load(std::memory_order_acq
 bool Stream::idle() const {
   // Completed first: it never passes enqueued, so a stale pair can only under-report idleness.
   const std::uint64_t completed = queue_ ? queue_->progress() : completed_.load(std::memory_order_acquire);
-  return completed >= enqueued_.load(std::memory_order_acquire);
+  if (completed >= enqueued_.load(std::memory_order_acquire)) return true;
+  if (!queue_) return false;
+  // Not as far as the marks tell; but work put straight on the queue is not marked, so ask the
+  // queue. Under the lock, so that no work goes on it between the answer and the mark below.
+  std::lock_guard lock{mutex_};
+  if (marked_ >= device_tail_ || device_tail_ != enqueued_.load(std::memory_order_relaxed)) return false;
+  if (!queue_->finished()) {
+    mark_tail_locked();  // later looks read the word, not the driver
+    return false;
+  }
+  marked_ = device_tail_;
+  queue_->complete(device_tail_);
+  return true;
 }
 
 hipError_t Stream::status() const {
@@ -236,6 +273,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   if (result != hipSuccess) status_ = result;
   if (queue_) {
     device_tail_ = task.sequence;
+    marked_ = task.sequence;
     queue_->complete(task.sequence);
   } else {
     completed_ = task.sequence;

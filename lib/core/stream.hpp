@@ -54,12 +54,19 @@ class Stream {
   // Device work: on the queue where there is one, else (or where the queue cannot do it) `on_host`
   // as above. Behind host work still to run, it is kept (so it must own what it uses) and queued
   // once that work is done. An error is the queue refusing the work, and nothing was queued.
+  // A caller that asks for the work's number (`sequence`) gets a point it can wait for on its own
+  // (an event's); other device work is only marked when something waits for it (see marked_).
   [[nodiscard]] hipError_t enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
   // Later work on this stream runs after `other` reached `point`.
   std::uint64_t enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point);
   // The device queue, or null where the stream's work runs on its host thread.
   [[nodiscard]] backend::Queue* queue() const noexcept { return queue_.get(); }
+  // Whether the work up to `sequence` is done; for a point the caller holds (an event's, the tail
+  // when it was marked), not an arbitrary number.
   [[nodiscard]] bool reached(std::uint64_t sequence) const;
+  // Has the queue mark everything put on it so far, so that the tail read next can be waited for
+  // with reached() (a pool's free, which is reused once the stream has got there).
+  void mark_tail() const;
   void wait_for(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t tail() const;
   [[nodiscard]] bool idle() const;
@@ -98,6 +105,9 @@ class Stream {
   [[nodiscard]] hipError_t submit_locked(const QueueWork& on_queue, std::uint64_t sequence);
   // Has the queue mark `sequence` after the work just put on it.
   [[nodiscard]] hipError_t mark_submitted_locked(std::uint64_t sequence);
+  // Has the queue mark device_tail_, unless a mark already covers it; for a wait on work put on the
+  // queue without one.
+  void mark_tail_locked() const;
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t next_sequence();
@@ -112,6 +122,10 @@ class Stream {
   bool lane_running_ = false;  // the stream's thread is running one of host_tasks_
   std::uint64_t running_sequence_ = 0;  // which one
   std::uint64_t device_tail_ = 0;  // all work up to this number is on the queue, or done
+  // The progress word reaches this number without further marks. Device work put straight on the
+  // queue is not marked (a mark is one more driver call, as costly as a small copy): the first wait
+  // for it marks the tail then, and host work behind it marks it before it goes in.
+  mutable std::uint64_t marked_ = 0;
   // Declared before the worker, which must stop first; set once, before the worker starts.
   std::unique_ptr<backend::Queue> queue_;
   // Written under mutex_; read without it where a snapshot is enough (queries, the pool's frees).

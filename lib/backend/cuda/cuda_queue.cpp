@@ -229,6 +229,8 @@ class CudaQueue final : public Queue {
     return call(api().cuEventRecord, event->event(), stream_);
   }
 
+  bool finished() override { return bind(device_) == hipSuccess && api().cuStreamQuery(stream_) == CUDA_SUCCESS; }
+
   hipError_t fault() override {
     if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
     const CUresult result = api().cuStreamQuery(stream_);

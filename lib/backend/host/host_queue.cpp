@@ -145,6 +145,11 @@ class HostQueue final : public Queue {
 
   hipError_t fault() override { return fault_.load(std::memory_order_relaxed); }
 
+  bool finished() override {
+    std::lock_guard lock{mutex_};
+    return operations_.empty() && !running_;
+  }
+
  private:
   hipError_t push(std::function<void()> operation) {
     {
@@ -166,9 +171,12 @@ class HostQueue final : public Queue {
       if (operations_.empty()) return;
       std::function<void()> operation = std::move(operations_.front());
       operations_.pop_front();
+      running_ = true;
       lock.unlock();
       operation();
+      operation = nullptr;  // what it captured goes before the queue counts it finished
       lock.lock();
+      running_ = false;
     }
   }
 
@@ -179,6 +187,7 @@ class HostQueue final : public Queue {
   std::condition_variable work_ready_;
   std::deque<std::function<void()>> operations_;
   bool stopping_ = false;
+  bool running_ = false;  // the worker is running an operation it took off operations_
   // The number of the host call queued last (see CudaQueue): only the stream, under its lock, queues or marks.
   std::uint64_t marked_by_host_call_ = 0;
   std::thread worker_;

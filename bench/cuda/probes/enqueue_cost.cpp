@@ -1,0 +1,79 @@
+// What putting small work on a stream costs the calling thread: hipMemsetAsync and hipMemcpyAsync
+// (device to device, 4 KiB) against cuMemsetD8Async and cuMemcpyAsync, and hipStreamWriteValue32
+// against cuStreamWriteValue32; batches of 64 calls on an idle stream, timed from the first call to
+// the last one's return (the device's work is not waited for), then the stream synchronised.
+// Built by bench/cuda/probes/build.sh; run as ./enqueue-cost [ROUNDS]
+#include "vmm_cycles.hpp"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+namespace {
+
+constexpr int kBatch = 64;
+constexpr std::size_t kBytes = 4096;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 300;
+  constexpr int kWarmup = 10;
+  const probe::Driver driver;
+  hipStream_t hip_stream = nullptr;
+  probe::check(hipStreamCreateWithFlags(&hip_stream, hipStreamNonBlocking), "hipStreamCreateWithFlags");
+  CUstream stream = nullptr;
+  probe::check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  void* hip_a = nullptr;
+  void* hip_b = nullptr;
+  probe::check(hipMalloc(&hip_a, kBytes), "hipMalloc");
+  probe::check(hipMalloc(&hip_b, kBytes), "hipMalloc");
+  CUdeviceptr a = 0;
+  CUdeviceptr b = 0;
+  probe::check(cuMemAlloc(&a, kBytes), "cuMemAlloc");
+  probe::check(cuMemAlloc(&b, kBytes), "cuMemAlloc");
+  const std::array<const char*, 6> names{"hipMemsetAsync", "cuMemsetD8Async",       "hipMemcpyAsync",
+                                         "cuMemcpyAsync",  "hipStreamWriteValue32", "cuStreamWriteValue32"};
+  std::array<std::vector<double>, 6> samples;
+  std::array<int, 6> order{0, 1, 2, 3, 4, 5};
+  std::mt19937 random(5);
+  for (int round = 0; round < kWarmup + rounds; ++round) {
+    std::shuffle(order.begin(), order.end(), random);
+    for (const int kind : order) {
+      const auto start = probe::Clock::now();
+      for (int call = 0; call < kBatch; ++call) {
+        switch (kind) {
+          case 0: probe::check(hipMemsetAsync(hip_a, call, kBytes, hip_stream), "hipMemsetAsync"); break;
+          case 1:
+            probe::check(cuMemsetD8Async(a, static_cast<unsigned char>(call), kBytes, stream), "cuMemsetD8Async");
+            break;
+          case 2:
+            probe::check(hipMemcpyAsync(hip_b, hip_a, kBytes, hipMemcpyDeviceToDevice, hip_stream), "hipMemcpyAsync");
+            break;
+          case 3: probe::check(cuMemcpyAsync(b, a, kBytes, stream), "cuMemcpyAsync"); break;
+          case 4: probe::check(hipStreamWriteValue32(hip_stream, hip_a, call, 0), "hipStreamWriteValue32"); break;
+          case 5: probe::check(cuStreamWriteValue32(stream, a, call, 0), "cuStreamWriteValue32"); break;
+        }
+      }
+      const double per_call = probe::ns_since(start) / kBatch;
+      probe::check(hipStreamSynchronize(hip_stream), "hipStreamSynchronize");
+      probe::check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+      if (round >= kWarmup) samples[static_cast<std::size_t>(kind)].push_back(per_call);
+    }
+  }
+  std::printf("enqueue cost per call, batches of %d, %d rounds (ratio hipxx / driver)\n", kBatch, rounds);
+  for (std::size_t kind = 0; kind < names.size(); kind += 2) {
+    const double hipxx = probe::median(samples[kind]);
+    const double raw = probe::median(samples[kind + 1]);
+    std::printf("  %-22s %8.1f ns   %-22s %8.1f ns   %.3f\n", names[kind], hipxx, names[kind + 1], raw, hipxx / raw);
+  }
+  probe::check(cuMemFree(a), "cuMemFree");
+  probe::check(cuMemFree(b), "cuMemFree");
+  probe::check(hipFree(hip_a), "hipFree");
+  probe::check(hipFree(hip_b), "hipFree");
+  probe::check(cuStreamDestroy(stream), "cuStreamDestroy");
+  probe::check(hipStreamDestroy(hip_stream), "hipStreamDestroy");
+  return 0;
+}
