@@ -104,8 +104,9 @@ struct HostCall {
 
 // A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
 // work runs on the device with no host thread in the way. The runtime numbers the work it puts on a
-// queue and has the queue write each number, after that work, to a progress word in host memory:
-// reading it tells the books how far the queue got. A queue never waits on a word the host writes:
+// queue and has the queue write a number, after that work, to a progress word in host memory where
+// it needs to know when the queue gets there (a wait, an event, a pool's free): reading the word
+// tells the books how far the queue got. A queue never waits on a word the host writes:
 // GPUs multiplex queues onto a few hardware channels, and a queue held by such a wait can hold up
 // the very work that would release it. Queues wait for each other only in ways the driver sees
 // (wait_queue), and work the host must do first is held back on the host until it is done.
