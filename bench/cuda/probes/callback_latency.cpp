@@ -33,10 +33,9 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 2000;
   constexpr int kWarmup = 50;
   const probe::Driver driver;
-  hipStream_t hip_stream = nullptr;
-  probe::check(hipStreamCreate(&hip_stream), "hipStreamCreate");
-  CUstream stream = nullptr;
-  probe::check(cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+  const probe::StreamPair streams(false);
+  hipStream_t hip_stream = streams.hipxx;
+  CUstream stream = streams.driver;
   const std::array<const char*, 3> names{"hipStreamAddCallback", "cuStreamAddCallback", "cuLaunchHostFunc"};
   std::array<std::vector<double>, 3> samples;
   std::array<int, 3> order{0, 1, 2};
@@ -64,7 +63,5 @@ int main(int argc, char** argv) {
     const double median = probe::median(samples[kind]);
     std::printf("  %-22s %8.1f ns  %.3f\n", names[kind], median, median / host_function_latency);
   }
-  probe::check(cuStreamDestroy(stream), "cuStreamDestroy");
-  probe::check(hipStreamDestroy(hip_stream), "hipStreamDestroy");
   return 0;
 }

@@ -22,10 +22,9 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 300;
   constexpr int kWarmup = 10;
   const probe::Driver driver;
-  hipStream_t hip_stream = nullptr;
-  probe::check(hipStreamCreateWithFlags(&hip_stream, hipStreamNonBlocking), "hipStreamCreateWithFlags");
-  CUstream stream = nullptr;
-  probe::check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  const probe::StreamPair streams(true);
+  hipStream_t hip_stream = streams.hipxx;
+  CUstream stream = streams.driver;
   void* hip_a = nullptr;
   void* hip_b = nullptr;
   probe::check(hipMalloc(&hip_a, kBytes), "hipMalloc");
@@ -73,7 +72,5 @@ int main(int argc, char** argv) {
   probe::check(cuMemFree(b), "cuMemFree");
   probe::check(hipFree(hip_a), "hipFree");
   probe::check(hipFree(hip_b), "hipFree");
-  probe::check(cuStreamDestroy(stream), "cuStreamDestroy");
-  probe::check(hipStreamDestroy(hip_stream), "hipStreamDestroy");
   return 0;
 }

@@ -27,6 +27,26 @@ struct Driver {
   }
 };
 
+// A hipxx stream and a driver stream of the same kind, for probes that time stream work side by side.
+struct StreamPair {
+  hipStream_t hipxx = nullptr;
+  CUstream driver = nullptr;
+
+  explicit StreamPair(bool non_blocking) {
+    check(hipStreamCreateWithFlags(&hipxx, non_blocking ? hipStreamNonBlocking : hipStreamDefault),
+          "hipStreamCreateWithFlags");
+    check(cuStreamCreate(&driver, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT), "cuStreamCreate");
+  }
+  StreamPair(const StreamPair&) = delete;
+  StreamPair& operator=(const StreamPair&) = delete;
+  StreamPair(StreamPair&&) = delete;
+  StreamPair& operator=(StreamPair&&) = delete;
+  ~StreamPair() {
+    check(cuStreamDestroy(driver), "cuStreamDestroy");
+    check(hipStreamDestroy(hipxx), "hipStreamDestroy");
+  }
+};
+
 template <class BeforeMap>
 double driver_cycle(const Driver& driver, std::size_t size, Grant grant, CUdeviceptr slot, BeforeMap&& before_map) {
   CUmemAllocationProp prop{};
