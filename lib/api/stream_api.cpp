@@ -230,7 +230,7 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     if (!marker) return hipSuccess;  // an event never recorded is already complete
     const std::shared_ptr<Stream> recorded_on = marker->owner();
     if (!recorded_on || recorded_on->reached(marker->sequence)) return hipSuccess;  // nothing left to wait for
-    target->enqueue_wait(recorded_on, marker->sequence);
+    target->enqueue_wait(recorded_on, marker->sequence, marker->timestamp.get());
     return hipSuccess;
   });
 }

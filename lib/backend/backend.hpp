@@ -135,6 +135,9 @@ class Queue {
   [[nodiscard]] virtual hipError_t wait_word(const void* address, std::size_t bytes, const WordWait& wait) = 0;
   // Later work waits for all work queued on `other` so far (an event recorded there and waited on).
   [[nodiscard]] virtual hipError_t wait_queue(Queue& other) = 0;
+  // Later work waits until the latest record of `timestamp` (on this queue or another) has passed;
+  // hipErrorNotSupported where it cannot (a timestamp of another backend's).
+  [[nodiscard]] virtual hipError_t wait_timestamp(Timestamp& timestamp) = 0;
   // The host did work number `sequence` itself, after everything queued before it had finished and
   // before anything later was queued: the progress word says so.
   virtual void complete(std::uint64_t sequence) noexcept = 0;

@@ -90,6 +90,12 @@ hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequen
   return queued == hipSuccess ? mark_submitted_locked(sequence) : queued;
 }
 
+hipError_t Stream::submit_unmarked_locked(const QueueWork& on_queue, std::uint64_t sequence) {
+  const hipError_t queued = on_queue(*queue_, sequence);
+  if (queued == hipSuccess) device_tail_ = sequence;
+  return queued;
+}
+
 hipError_t Stream::mark_submitted_locked(std::uint64_t sequence) {
   device_tail_ = sequence;
   if (const hipError_t marked = queue_->mark(sequence); marked != hipSuccess) return marked;
@@ -144,7 +150,8 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
   return hipSuccess;
 }
 
-std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point) {
+std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point,
+                                   backend::Timestamp* recorded) {
   note_ordered_after(*other, point);
   auto on_host = [other, point] {
     other->wait_for(point);
@@ -162,6 +169,14 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     // since (a stream wait that holds it, say), it would wait for that too, which HIP does not: then,
     // as where the other's host thread still has work before the point, this stream's host thread
     // waits for the point, and this stream's later work is held back behind that wait.
+    // A timestamp recorded at the point waits for that point alone, once the record is on the
+    // other's queue (not still held back behind its host work).
+    if (lane_idle_locked() && recorded != nullptr && point <= other->device_tail_ &&
+        submit_unmarked_locked(
+            [recorded](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_timestamp(*recorded); },
+            sequence) == hipSuccess) {
+      return sequence;
+    }
     if (lane_idle_locked() && other->device_tail_ == point &&
         submit_locked(
             [&other](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_queue(*other->queue_); },

@@ -57,8 +57,11 @@ class Stream {
   // A caller that asks for the work's number (`sequence`) gets a point it can wait for on its own
   // (an event's); other device work is only marked when something waits for it (see marked_).
   [[nodiscard]] hipError_t enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
-  // Later work on this stream runs after `other` reached `point`.
-  std::uint64_t enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point);
+  // Later work on this stream runs after `other` reached `point`. `recorded` is the device timestamp
+  // recorded at that point, where there is one (an event's): the queue can wait for it even after
+  // `other` has queued more work.
+  std::uint64_t enqueue_wait(const std::shared_ptr<Stream>& other, std::uint64_t point,
+                             backend::Timestamp* recorded = nullptr);
   // The device queue, or null where the stream's work runs on its host thread.
   [[nodiscard]] backend::Queue* queue() const noexcept { return queue_.get(); }
   // Whether the work up to `sequence` is done; for a point the caller holds (an event's, the tail
@@ -103,6 +106,8 @@ class Stream {
   [[nodiscard]] bool lane_idle_locked() const noexcept;
   // Puts `on_queue` on the device queue as work number `sequence`, marked when done.
   [[nodiscard]] hipError_t submit_locked(const QueueWork& on_queue, std::uint64_t sequence);
+  // The same, marked only when something waits for it (see marked_).
+  [[nodiscard]] hipError_t submit_unmarked_locked(const QueueWork& on_queue, std::uint64_t sequence);
   // Has the queue mark `sequence` after the work just put on it.
   [[nodiscard]] hipError_t mark_submitted_locked(std::uint64_t sequence);
   // Has the queue mark device_tail_, unless a mark already covers it; for a wait on work put on the

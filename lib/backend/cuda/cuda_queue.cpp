@@ -5,6 +5,7 @@
 //   mark                   cuStreamWriteValue64 to the queue's progress word, which lives in pinned,
 //                          portable host memory that the host reads with a plain load
 //   wait_queue             cuEventRecord on the other stream, cuStreamWaitEvent on this one
+//   wait_timestamp         cuStreamWaitEvent on the timestamp's CUevent
 //   host_call              cuStreamAddCallback, which hands the callback the stream's status; the
 //                          callback marks its own number, so no mark follows it
 //   prefetch               cuMemPrefetchAsync
@@ -201,6 +202,12 @@ class CudaQueue final : public Queue {
     (void)bind(source->device_);
     (void)api().cuEventDestroy_v2(event);
     return result;
+  }
+
+  hipError_t wait_timestamp(Timestamp& timestamp) override {
+    auto* const event = dynamic_cast<CudaTimestamp*>(&timestamp);
+    if (event == nullptr) return hipErrorNotSupported;
+    return call(api().cuStreamWaitEvent, stream_, event->event(), 0U);
   }
 
   void complete(std::uint64_t sequence) noexcept override {

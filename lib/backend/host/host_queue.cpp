@@ -31,6 +31,11 @@ class TimestampState {
       at_ = Clock::now();
     }
   }
+  [[nodiscard]] std::uint64_t latest_record() const { return recorded_.load(std::memory_order_acquire); }
+  [[nodiscard]] bool passed(std::uint64_t record) const {
+    std::lock_guard lock{mutex_};
+    return passed_ >= record;
+  }
   // Whether the latest record has been passed, and when.
   [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
     std::lock_guard lock{mutex_};
@@ -118,6 +123,14 @@ class HostQueue final : public Queue {
       return error;
     }
     return push([reached] { poll_until([&] { return reached->load(std::memory_order_acquire); }); });
+  }
+
+  // As a GPU's event wait: for the record that is the timestamp's latest now, not a later one.
+  hipError_t wait_timestamp(Timestamp& timestamp) override {
+    auto* stamp = dynamic_cast<HostTimestamp*>(&timestamp);
+    if (stamp == nullptr) return hipErrorNotSupported;
+    const std::uint64_t record = stamp->state()->latest_record();
+    return push([state = stamp->state(), record] { poll_until([&] { return state->passed(record); }); });
   }
 
   void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
