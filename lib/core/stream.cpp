@@ -178,7 +178,7 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
       return sequence;
     }
     if (lane_idle_locked() && other->device_tail_ == point &&
-        submit_locked(
+        submit_unmarked_locked(
             [&other](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_queue(*other->queue_); },
             sequence) == hipSuccess) {
       return sequence;
