@@ -3,7 +3,7 @@
 // and the callback runs even after an error) and cuLaunchHostFunc (no status); the three in a new
 // random order each round.
 // Built by bench/cuda/probes/build.sh; run as ./callback-latency [ROUNDS]
-#include "vmm_cycles.hpp"
+#include "side_by_side.hpp"
 
 #include <array>
 #include <atomic>

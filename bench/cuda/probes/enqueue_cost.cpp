@@ -5,7 +5,7 @@
 // stream, timed from the first call to the last one's return (the device's work is not waited
 // for), then the streams synchronised.
 // Built by bench/cuda/probes/build.sh; run as ./enqueue-cost [ROUNDS]
-#include "vmm_cycles.hpp"
+#include "side_by_side.hpp"
 
 #include <array>
 #include <cstdio>
@@ -28,18 +28,15 @@ int main(int argc, char** argv) {
   hipStream_t hip_stream = streams.hipxx;
   CUstream stream = streams.driver;
   const probe::StreamPair producers(true);
-  hipEvent_t hip_event = nullptr;
-  probe::check(hipEventCreateWithFlags(&hip_event, hipEventDisableTiming), "hipEventCreateWithFlags");
-  CUevent event = nullptr;
-  probe::check(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  void* hip_a = nullptr;
-  void* hip_b = nullptr;
-  probe::check(hipMalloc(&hip_a, kBytes), "hipMalloc");
-  probe::check(hipMalloc(&hip_b, kBytes), "hipMalloc");
-  CUdeviceptr a = 0;
-  CUdeviceptr b = 0;
-  probe::check(cuMemAlloc(&a, kBytes), "cuMemAlloc");
-  probe::check(cuMemAlloc(&b, kBytes), "cuMemAlloc");
+  const probe::EventPair events;
+  hipEvent_t hip_event = events.hipxx;
+  CUevent event = events.driver;
+  const probe::BufferPair first(kBytes);
+  const probe::BufferPair second(kBytes);
+  void* hip_a = first.hipxx;
+  void* hip_b = second.hipxx;
+  const CUdeviceptr a = first.driver;
+  const CUdeviceptr b = second.driver;
   const std::array<const char*, 8> names{"hipMemsetAsync",     "cuMemsetD8Async",       "hipMemcpyAsync",
                                          "cuMemcpyAsync",      "hipStreamWriteValue32", "cuStreamWriteValue32",
                                          "hipStreamWaitEvent", "cuStreamWaitEvent"};
@@ -88,11 +85,5 @@ int main(int argc, char** argv) {
     const double raw = probe::median(samples[kind + 1]);
     std::printf("  %-22s %8.1f ns   %-22s %8.1f ns   %.3f\n", names[kind], hipxx, names[kind + 1], raw, hipxx / raw);
   }
-  probe::check(cuEventDestroy(event), "cuEventDestroy");
-  probe::check(hipEventDestroy(hip_event), "hipEventDestroy");
-  probe::check(cuMemFree(a), "cuMemFree");
-  probe::check(cuMemFree(b), "cuMemFree");
-  probe::check(hipFree(hip_a), "hipFree");
-  probe::check(hipFree(hip_b), "hipFree");
   return 0;
 }

@@ -3,49 +3,13 @@
 // create and the map; `grant` says whether the cycle sets access (and through whose call).
 #pragma once
 
-#include "probe_support.hpp"
-
-#include <cuda.h>
-#include <hipxx/hip_runtime_api.h>
+#include "side_by_side.hpp"
 
 #include <cstddef>
 
 namespace probe {
 
 enum class Grant { none, same_api, driver };
-
-struct Driver {
-  CUdevice device = 0;
-
-  Driver() {
-    check(hipSetDevice(0), "hipSetDevice");  // hipxx starts first: both share the primary context
-    check(cuInit(0), "cuInit");
-    check(cuDeviceGet(&device, 0), "cuDeviceGet");
-    CUcontext context = nullptr;
-    check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-    check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
-  }
-};
-
-// A hipxx stream and a driver stream of the same kind, for probes that time stream work side by side.
-struct StreamPair {
-  hipStream_t hipxx = nullptr;
-  CUstream driver = nullptr;
-
-  explicit StreamPair(bool non_blocking) {
-    check(hipStreamCreateWithFlags(&hipxx, non_blocking ? hipStreamNonBlocking : hipStreamDefault),
-          "hipStreamCreateWithFlags");
-    check(cuStreamCreate(&driver, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT), "cuStreamCreate");
-  }
-  StreamPair(const StreamPair&) = delete;
-  StreamPair& operator=(const StreamPair&) = delete;
-  StreamPair(StreamPair&&) = delete;
-  StreamPair& operator=(StreamPair&&) = delete;
-  ~StreamPair() {
-    check(cuStreamDestroy(driver), "cuStreamDestroy");
-    check(hipStreamDestroy(hipxx), "hipStreamDestroy");
-  }
-};
 
 template <class BeforeMap>
 double driver_cycle(const Driver& driver, std::size_t size, Grant grant, CUdeviceptr slot, BeforeMap&& before_map) {

@@ -4,7 +4,7 @@
 // memset; the consumer waits for the event and queues 32 memsets; then a third stream writes the
 // word and the time to the consumer's end is taken. hipxx against the driver, in turn.
 // Built by bench/cuda/probes/build.sh; run as ./wait-event-pipeline [ROUNDS]
-#include "vmm_cycles.hpp"
+#include "side_by_side.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,18 +24,15 @@ int main(int argc, char** argv) {
   const probe::StreamPair producers(true);
   const probe::StreamPair consumers(true);
   const probe::StreamPair releasers(true);
-  hipEvent_t hip_event = nullptr;
-  probe::check(hipEventCreateWithFlags(&hip_event, hipEventDisableTiming), "hipEventCreateWithFlags");
-  CUevent event = nullptr;
-  probe::check(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  void* hip_gate = nullptr;
-  void* hip_buffer = nullptr;
-  probe::check(hipMalloc(&hip_gate, sizeof(std::uint32_t)), "hipMalloc");
-  probe::check(hipMalloc(&hip_buffer, kBytes), "hipMalloc");
-  CUdeviceptr gate = 0;
-  CUdeviceptr buffer = 0;
-  probe::check(cuMemAlloc(&gate, sizeof(std::uint32_t)), "cuMemAlloc");
-  probe::check(cuMemAlloc(&buffer, kBytes), "cuMemAlloc");
+  const probe::EventPair events;
+  hipEvent_t hip_event = events.hipxx;
+  CUevent event = events.driver;
+  const probe::BufferPair gates(sizeof(std::uint32_t));
+  const probe::BufferPair buffers(kBytes);
+  void* hip_gate = gates.hipxx;
+  void* hip_buffer = buffers.hipxx;
+  const CUdeviceptr gate = gates.driver;
+  const CUdeviceptr buffer = buffers.driver;
   std::vector<double> hipxx_latency;
   std::vector<double> driver_latency;
   for (int round = 0; round < kWarmup + rounds; ++round) {
@@ -80,11 +77,5 @@ int main(int argc, char** argv) {
   std::printf(
       "release to consumer done, %d memsets behind an event wait, %d rounds: hipxx %.1f us, driver %.1f us, %.3f\n",
       kConsumerWork, rounds, hipxx_median / 1e3, driver_median / 1e3, hipxx_median / driver_median);
-  probe::check(cuMemFree(gate), "cuMemFree");
-  probe::check(cuMemFree(buffer), "cuMemFree");
-  probe::check(hipFree(hip_gate), "hipFree");
-  probe::check(hipFree(hip_buffer), "hipFree");
-  probe::check(cuEventDestroy(event), "cuEventDestroy");
-  probe::check(hipEventDestroy(hip_event), "hipEventDestroy");
   return 0;
 }
