@@ -121,9 +121,11 @@ class Queue {
 
   // The highest number the device has written so far.
   [[nodiscard]] virtual std::uint64_t progress() const noexcept = 0;
-  // Has the device write `sequence` to the progress word once all earlier work is done (nothing,
-  // where the host call just queued as that number writes it).
-  [[nodiscard]] virtual hipError_t mark(std::uint64_t sequence) = 0;
+  // Has the device write `sequence` to the progress word once all earlier work is done; nothing
+  // where the host call just queued as that number writes it itself (see host_call).
+  [[nodiscard]] hipError_t mark(std::uint64_t sequence) {
+    return sequence == marked_by_host_call_ ? hipSuccess : write_mark(sequence);
+  }
 
   [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;
   [[nodiscard]] virtual hipError_t fill(void* dst, unsigned char value, std::size_t bytes) = 0;
@@ -144,7 +146,11 @@ class Queue {
   // Queues `call` as work number `sequence`; once this succeeds the queue owns it until it hands it
   // to call->run. The thread that runs the call marks `sequence` itself after it, as complete()
   // does, so the mark that follows costs the device nothing: a callback needs no second driver call.
-  [[nodiscard]] virtual hipError_t host_call(HostCall* call, std::uint64_t sequence) = 0;
+  [[nodiscard]] hipError_t host_call(HostCall* call, std::uint64_t sequence) {
+    const hipError_t queued = queue_host_call(call, sequence);
+    if (queued == hipSuccess) marked_by_host_call_ = sequence;
+    return queued;
+  }
   [[nodiscard]] virtual hipError_t prefetch(const void* ptr, std::size_t bytes, int device) = 0;
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
   // An error the device reported for this queue's work, or hipSuccess (also while work is pending).
@@ -152,6 +158,17 @@ class Queue {
   // Whether all work put on the queue so far has finished (the driver's stream query), for work
   // the runtime did not have marked.
   [[nodiscard]] virtual bool finished() = 0;
+
+ protected:
+  // What mark and host_call do on the device: the write of the progress word, and the call queued
+  // so that it writes `sequence` to that word itself once it has run.
+  [[nodiscard]] virtual hipError_t write_mark(std::uint64_t sequence) = 0;
+  [[nodiscard]] virtual hipError_t queue_host_call(HostCall* call, std::uint64_t sequence) = 0;
+
+ private:
+  // The number of the host call queued last. Only a stream's work, under the stream's lock, queues
+  // or marks, so a plain number will do.
+  std::uint64_t marked_by_host_call_ = 0;
 };
 
 class Backend {

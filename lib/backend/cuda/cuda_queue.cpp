@@ -139,8 +139,7 @@ class CudaQueue final : public Queue {
     return std::atomic_ref<std::uint64_t>{words_->progress}.load(std::memory_order_acquire);
   }
 
-  hipError_t mark(std::uint64_t sequence) override {
-    if (sequence == marked_by_host_call_) return hipSuccess;
+  hipError_t write_mark(std::uint64_t sequence) override {
     return call(api().cuStreamWriteValue64_v2, stream_, address_of(&words_->progress), sequence,
                 CU_STREAM_WRITE_VALUE_DEFAULT);
   }
@@ -214,12 +213,10 @@ class CudaQueue final : public Queue {
     std::atomic_ref<std::uint64_t>{words_->progress}.store(sequence, std::memory_order_release);
   }
 
-  hipError_t host_call(HostCall* host, std::uint64_t sequence) override {
+  hipError_t queue_host_call(HostCall* host, std::uint64_t sequence) override {
     host->queue = this;
     host->sequence = sequence;
-    const hipError_t queued = call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
-    if (queued == hipSuccess) marked_by_host_call_ = sequence;
-    return queued;
+    return call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
@@ -269,9 +266,6 @@ class CudaQueue final : public Queue {
   CUstream stream_;
   bool owned_;  // false for CU_STREAM_LEGACY, which is the context's
   Words* words_;
-  // The number of the host call queued last; the stream marks it next, and the call marks it itself.
-  // Only the stream's work, under the stream's lock, queues or marks.
-  std::uint64_t marked_by_host_call_ = 0;
 };
 
 // The driver's priority range is [greatest, least], greatest the most negative. HIP's high (-1)

@@ -85,8 +85,7 @@ class HostQueue final : public Queue {
 
   std::uint64_t progress() const noexcept override { return progress_.load(std::memory_order_acquire); }
 
-  hipError_t mark(std::uint64_t sequence) override {
-    if (sequence == marked_by_host_call_) return hipSuccess;
+  hipError_t write_mark(std::uint64_t sequence) override {
     return push([this, sequence] { progress_.store(sequence, std::memory_order_release); });
   }
 
@@ -136,13 +135,11 @@ class HostQueue final : public Queue {
   void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
 
   // As on CUDA, the call marks its own number after it has run.
-  hipError_t host_call(HostCall* call, std::uint64_t sequence) override {
-    const hipError_t queued = push([this, call, sequence] {
+  hipError_t queue_host_call(HostCall* call, std::uint64_t sequence) override {
+    return push([this, call, sequence] {
       call->run(call, fault_.load(std::memory_order_relaxed));
       complete(sequence);
     });
-    if (queued == hipSuccess) marked_by_host_call_ = sequence;
-    return queued;
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
@@ -201,8 +198,6 @@ class HostQueue final : public Queue {
   std::deque<std::function<void()>> operations_;
   bool stopping_ = false;
   bool running_ = false;  // the worker is running an operation it took off operations_
-  // The number of the host call queued last (see CudaQueue): only the stream, under its lock, queues or marks.
-  std::uint64_t marked_by_host_call_ = 0;
   std::thread worker_;
 };
 
