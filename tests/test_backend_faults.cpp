@@ -24,6 +24,7 @@ namespace {
 using hipxx::backend::AccessGrant;
 using hipxx::backend::Backend;
 using hipxx::backend::DeviceProperties;
+using hipxx::backend::DirectMap;
 using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
 using test_support::open_fd_count;
@@ -34,8 +35,10 @@ enum class Call { reserve, free_reservation, create, map, unmap, set_access, exp
 // physical allocations and mappings the backend holds, to show what the runtime leaves behind.
 class FaultyBackend final : public Backend {
  public:
-  explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt, int devices = 1)
-      : inner_(hipxx::backend::make_host_backend(devices)), device_(inner_->device(0)) {
+  // `direct`: offers the runtime a direct map (as the CUDA backend does), which maps through the
+  // host backend too.
+  explicit FaultyBackend(std::optional<std::size_t> granularity = std::nullopt, int devices = 1, bool direct = false)
+      : inner_(hipxx::backend::make_host_backend(devices)), device_(inner_->device(0)), direct_(direct) {
     if (granularity) device_.minimum_granularity = *granularity;
   }
 
@@ -49,6 +52,11 @@ class FaultyBackend final : public Backend {
   // Physical allocations (made or imported) not yet released, and mappings not yet undone.
   [[nodiscard]] int physical() const { return physical_; }
   [[nodiscard]] int mappings() const { return mappings_; }
+  // While set, every direct map call answers that it did not map.
+  void refuse_direct_maps(bool refuse) { refuse_direct_ = refuse; }
+  // Calls of the direct map and of map(), failed ones included.
+  [[nodiscard]] int direct_calls() const { return direct_calls_; }
+  [[nodiscard]] int map_calls() const { return map_calls_; }
 
   [[nodiscard]] std::string_view name() const noexcept override { return "faulty host"; }
   [[nodiscard]] int device_count() const noexcept override { return inner_->device_count(); }
@@ -80,8 +88,13 @@ class FaultyBackend final : public Backend {
     return counted(inner_->import_fd(fd, out, size), physical_, +1);
   }
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    ++map_calls_;
     if (const auto error = injected(Call::map)) return *error;
     return counted(inner_->map(va, size, handle), mappings_, +1);
+  }
+  [[nodiscard]] DirectMap direct_map() const noexcept override {
+    if (!direct_) return {};
+    return {.call = &map_directly, .context = reinterpret_cast<std::uintptr_t>(this)};
   }
   hipError_t unmap(void* va, std::size_t size) override {
     if (const auto error = injected(Call::unmap)) return *error;
@@ -140,6 +153,16 @@ class FaultyBackend final : public Backend {
     return error_;
   }
 
+  // The host backend's map needs the fd that the physical handle's number stands for there, which
+  // the runtime passes on unchanged.
+  static int map_directly(std::uintptr_t context, void* va, std::size_t size, std::uint64_t physical) noexcept {
+    auto& self = *reinterpret_cast<FaultyBackend*>(context);
+    ++self.direct_calls_;
+    if (self.refuse_direct_) return 1;
+    const hipError_t result = self.inner_->map(va, size, PhysicalHandle{.value = physical});
+    return counted(result, self.mappings_, +1) == hipSuccess ? 0 : 1;
+  }
+
   static hipError_t counted(hipError_t result, int& live, int change) {
     if (result == hipSuccess) live += change;
     return result;
@@ -152,6 +175,10 @@ class FaultyBackend final : public Backend {
   int passing_ = 0;
   int physical_ = 0;
   int mappings_ = 0;
+  bool direct_ = false;
+  bool refuse_direct_ = false;
+  int direct_calls_ = 0;
+  int map_calls_ = 0;
 };
 
 // A runtime of its own over a FaultyBackend, and the backend, to tell it what to fail.
@@ -159,8 +186,8 @@ struct FaultyRuntime {
   FaultyBackend* backend = nullptr;
   std::unique_ptr<Runtime> runtime;
 
-  explicit FaultyRuntime(int devices = 1) {
-    auto faulty = std::make_unique<FaultyBackend>(std::nullopt, devices);
+  explicit FaultyRuntime(int devices = 1, bool direct_map = false) {
+    auto faulty = std::make_unique<FaultyBackend>(std::nullopt, devices, direct_map);
     backend = faulty.get();
     runtime = std::make_unique<Runtime>(std::move(faulty));
     REQUIRE(runtime->status() == hipSuccess);
@@ -282,6 +309,61 @@ TEST_CASE("a map the backend refuses books nothing, and the allocation is as bef
   CHECK(faulty.runtime->unmap(base, 2 * g) == hipSuccess);
   CHECK(faulty.runtime->counts().allocations == 0);
   CHECK(faulty.runtime->free_reservation(base, 4 * g) == hipSuccess);
+}
+
+TEST_CASE("a backend's direct map: the runtime maps through it, and through map() where it does not map") {
+  FaultyRuntime faulty{1, true};
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(2 * g);
+  const hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+
+  SUBCASE("the direct call maps: map() is not asked, and the mapping is booked and usable") {
+    REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+    CHECK(faulty.backend->direct_calls() == 1);
+    CHECK(faulty.backend->map_calls() == 0);
+    CHECK(faulty.backend->mappings() == 1);
+    CHECK(faulty.mappings_in(base) == 1);
+    REQUIRE(faulty.runtime->set_access(base, g, {&kReadWrite, 1}) == hipSuccess);
+    CHECK(faulty.runtime->fill(base, 0x5a, g) == hipSuccess);
+    unsigned char last = 0;
+    CHECK(faulty.runtime->copy(&last, at(base, g - 1), 1, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(last == 0x5a);
+  }
+  SUBCASE("the direct call does not map: map() does, and the mapping is booked once") {
+    faulty.backend->refuse_direct_maps(true);
+    REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+    CHECK(faulty.backend->direct_calls() == 1);
+    CHECK(faulty.backend->map_calls() == 1);
+    CHECK(faulty.backend->mappings() == 1);
+    CHECK(faulty.mappings_in(base) == 1);
+  }
+  SUBCASE("neither maps: map()'s error, nothing booked, and the place still takes a map") {
+    faulty.backend->refuse_direct_maps(true);
+    faulty.backend->fail(Call::map, hipErrorOutOfMemory);
+    CHECK(faulty.runtime->map(base, g, 0, allocation, 0) == hipErrorOutOfMemory);
+    CHECK(faulty.backend->direct_calls() == 1);
+    CHECK(faulty.backend->map_calls() == 1);
+    CHECK(faulty.backend->mappings() == 0);
+    CHECK(faulty.mappings_in(base) == 0);
+    faulty.backend->refuse_direct_maps(false);
+    REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+    CHECK(faulty.backend->direct_calls() == 2);
+    CHECK(faulty.backend->map_calls() == 1);
+  }
+  // A map the books refuse (larger than the allocation) reaches neither.
+  const int direct_before = faulty.backend->direct_calls();
+  const int map_before = faulty.backend->map_calls();
+  CHECK(faulty.runtime->map(at(base, g), 2 * g, 0, allocation, 0) == hipErrorInvalidValue);
+  CHECK(faulty.backend->direct_calls() == direct_before);
+  CHECK(faulty.backend->map_calls() == map_before);
+
+  // Each way, the allocation is mapped once: its mapping keeps it until the unmap.
+  CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.backend->physical() == 1);
+  CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
+  CHECK(faulty.backend->mappings() == 0);
+  CHECK(faulty.backend->physical() == 0);
+  CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
 }
 
 TEST_CASE("a failed map into a gap leaves the mappings on both sides as they were") {
@@ -447,7 +529,9 @@ TEST_CASE("a reservation the backend will not free stays booked, and can be free
   // Still a reservation: it takes a mapping.
   hipMemGenericAllocationHandle_t allocation = faulty.create(g);
   REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+  // Each way, the allocation is mapped once: its mapping keeps it until the unmap.
   CHECK(faulty.runtime->release(allocation) == hipSuccess);
+  CHECK(faulty.backend->physical() == 1);
   CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
   CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
   CHECK(faulty.runtime->counts().reservations == 0);

@@ -171,6 +171,19 @@ class Queue {
   std::uint64_t marked_by_host_call_ = 0;
 };
 
+// A map that is one call into a driver, which a backend may offer beside its virtual map(): the
+// runtime keeps it next to its lock and calls it directly. A map through the backend object waits
+// for that object's cache lines, its table of virtual functions and its table of driver entries,
+// one after the other, each a cold line where the application has been doing other work; on a
+// driver whose map takes under a microsecond that chain is a tenth of the call. `call(context, ...)`
+// returns 0 where the mapping was made; any other answer means it was not, and the runtime then
+// asks map(), which tries again and says why it failed.
+struct DirectMap {
+  using Call = int (*)(std::uintptr_t context, void* va, std::size_t size, std::uint64_t physical) noexcept;
+  Call call = nullptr;  // null: the backend has none, and the runtime uses map()
+  std::uintptr_t context = 0;  // what `call` needs, as a number: the driver's entry point, say
+};
+
 class Backend {
  public:
   Backend() = default;
@@ -200,6 +213,8 @@ class Backend {
 
   // One whole physical allocation into part of one reservation; no access until set_access.
   [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;
+  // Asked once, when the runtime starts; what it gives must stay valid while the backend lives.
+  [[nodiscard]] virtual DirectMap direct_map() const noexcept { return {}; }
   [[nodiscard]] virtual hipError_t unmap(void* va, std::size_t size) = 0;
   // Replaces the access of every device to one whole mapping (one grant per device). `handle` is the
   // allocation the mapping shows, for a backend that revokes access by mapping it afresh.

@@ -1,5 +1,7 @@
 #include "core/runtime.hpp"
 
+#include "core/immortal.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,34 +34,39 @@ int host_device_count(std::string& error) {
   return count;
 }
 
-std::unique_ptr<Runtime> select_runtime() {
+// Returned as a value, which the caller's static storage holds directly (no copy or move: a
+// runtime has neither).
+Runtime select_runtime() {
   const char* text = std::getenv("HIPXX_BACKEND");
   const std::string_view choice = text == nullptr || *text == '\0' ? std::string_view{"auto"} : text;
   std::string error;
   // auto: ROCr (once it exists), then CUDA where the driver finds a device, else the host backend.
   if (choice == "cuda" || choice == "auto") {
-    if (auto cuda = backend::make_cuda_backend(error)) return std::make_unique<Runtime>(std::move(cuda));
-    if (choice == "cuda") return std::make_unique<Runtime>(nullptr, error);
+    if (auto cuda = backend::make_cuda_backend(error)) return Runtime{std::move(cuda)};
+    if (choice == "cuda") return Runtime{nullptr, error};
     error.clear();  // auto falls back to the host backend; why CUDA was passed over is not an error
   }
   if (choice == "host" || choice == "auto") {
     const int devices = host_device_count(error);
-    if (devices == 0) return std::make_unique<Runtime>(nullptr, error);
-    return std::make_unique<Runtime>(backend::make_host_backend(devices));
+    if (devices == 0) return Runtime{nullptr, error};
+    return Runtime{backend::make_host_backend(devices)};
   }
   if (choice == "rocr") {
     error = "the " + std::string{choice} + " backend is not part of this build";
   } else {
     error = "HIPXX_BACKEND must be host, rocr, cuda or auto, not '" + std::string{choice} + "'";
   }
-  return std::make_unique<Runtime>(nullptr, error);
+  return Runtime{nullptr, error};
 }
 
 }  // namespace
 
 Runtime& Runtime::instance() {
-  // Never destroyed: other static destructors and atexit handlers may still call into HIP.
-  static Runtime* const runtime = select_runtime().release();
+  // In static storage rather than on the heap: its address is fixed when the library is loaded, so
+  // an entry point reaches the runtime's first cache line without first loading where it is, a
+  // wait of its own where the line is cold. Never destroyed: other static destructors and atexit
+  // handlers may still call into HIP.
+  static Immortal<Runtime> runtime{select_runtime};
   return *runtime;
 }
 
@@ -82,6 +89,7 @@ Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selectio
     return;
   }
   granularity_ = static_cast<std::uint32_t>(granularity);
+  direct_map_ = backend_->direct_map();
 }
 
 int Runtime::current_device() noexcept { return current_device_ordinal; }

@@ -138,21 +138,23 @@ class alignas(64) Runtime {
   // that was the last use.
   [[nodiscard]] std::optional<backend::PhysicalHandle> drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
+  [[nodiscard]] hipError_t map_physical(void* ptr, std::size_t size, backend::PhysicalHandle physical);
   // Books a new physical allocation; if the books cannot grow, releases it and rethrows.
   [[nodiscard]] hipMemGenericAllocationHandle_t book_allocation_locked(backend::PhysicalHandle physical,
                                                                        std::size_t size,
                                                                        const hipMemAllocationProp& properties);
 
-  // What every VMM call reads first (the lock, the backend, the checks' figures, and the address
+  // What a map reads (the lock, the checks' figures, the backend's direct map, and the address
   // space's first members: its last-found reservation and its spare mapping nodes) shares the
-  // object's first cache line. The call before a map (a create, say) has just touched this line
-  // after its own driver call, so a map, well under a microsecond in the CUDA driver, finds it in
-  // the cache.
+  // object's first cache line, at an address fixed when the library loads (instance()). A map,
+  // well under a microsecond in the CUDA driver, is mostly called where other work has pushed this
+  // line out of the caches: one line to wait for, and no chain of lines each found through the last.
   mutable WriterPreferringLock mutex_;
-  std::unique_ptr<backend::Backend> backend_;
   std::uint32_t granularity_ = 0;  // a power of two (checked at start-up), so a mask checks it
   int device_count_ = 0;  // fixed once the backend has started
+  backend::DirectMap direct_map_;  // fixed once the backend has started
   mutable AddressSpace address_space_;
+  std::unique_ptr<backend::Backend> backend_;
   AllocationTable allocations_;
   // Grants for every device, refilled by each set_access under the write lock: no allocation per call.
   std::vector<backend::AccessGrant> grants_scratch_;

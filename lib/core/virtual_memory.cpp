@@ -146,13 +146,22 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   const std::size_t size_before = allocation->size;
   allocation->size = size;
   ++allocation->mappings;
-  if (const hipError_t error = backend_->map(ptr, size, allocation->physical); error != hipSuccess) {
+  if (const hipError_t error = map_physical(ptr, size, allocation->physical); error != hipSuccess) {
     --allocation->mappings;
     allocation->size = size_before;
     (void)address_space_.remove_mapping(*reservation, booked);
     return error;
   }
   return hipSuccess;
+}
+
+// Through the backend's direct map where it has one; where it has none, or that call did not map
+// (and so changed nothing), map() makes the mapping or says why it cannot.
+hipError_t Runtime::map_physical(void* ptr, std::size_t size, backend::PhysicalHandle physical) {
+  if (direct_map_.call != nullptr && direct_map_.call(direct_map_.context, ptr, size, physical.value) == 0) {
+    return hipSuccess;
+  }
+  return backend_->map(ptr, size, physical);
 }
 
 hipError_t Runtime::unmap(void* ptr, std::size_t size) {

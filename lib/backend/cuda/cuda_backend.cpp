@@ -19,11 +19,11 @@
 // thread: the named device's for per-device operations, else the thread's current HIP device's.
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
-#include "backend/deferred_close.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/cuda/cuda_queue.hpp"
 #include "backend/cuda/entry_points.hpp"
 #include "backend/cuda/wait_kernels.hpp"
+#include "backend/deferred_close.hpp"
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
@@ -122,6 +122,12 @@ struct DeviceHandles {
   CUdevice device = 0;
   CUcontext context = nullptr;  // the retained primary context
 };
+
+// The driver's map, reached from the runtime with the entry point as its context (DirectMap).
+int map_directly(std::uintptr_t driver_map, void* va, std::size_t size, std::uint64_t physical) noexcept {
+  return static_cast<int>(
+      reinterpret_cast<decltype(DriverApi::cuMemMap)>(driver_map)(address_of(va), size, 0, physical, 0));
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -287,6 +293,13 @@ class CudaBackend final : public Backend {
       return result == cuda::CUDA_ERROR_NOT_SUPPORTED ? hipErrorInvalidValue : to_hip(result);
     }
     return hipSuccess;
+  }
+
+  // map() is the driver's call alone when it succeeds, so the runtime may make that call itself. A
+  // failure of any kind (a thread that needs a context bound, a size that is not the allocation's)
+  // leaves nothing mapped, and map() then binds, asks again and translates the answer.
+  DirectMap direct_map() const noexcept override {
+    return {.call = &map_directly, .context = reinterpret_cast<std::uintptr_t>(api_.cuMemMap)};
   }
 
   hipError_t unmap(void* va, std::size_t size) override {
