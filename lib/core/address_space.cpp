@@ -54,22 +54,16 @@ void AddressSpace::remove_reservation(std::uintptr_t base) {
   if (spare_reservations_.size() < kSpareNodes) spare_reservations_.push_back(std::move(node));
 }
 
-Reservation* AddressSpace::reservation_containing(std::uintptr_t address) {
-  if (Reservation* const last = last_found_.load(std::memory_order_relaxed);
-      last != nullptr && address - last->base < last->size) {
-    return last;
-  }
+Reservation* AddressSpace::reservation_by_search(std::uintptr_t address) {
   Reservation* const found = entry_containing(reservations_, address);
   if (found != nullptr) last_found_.store(found, std::memory_order_relaxed);
   return found;
 }
 
-MappingNode& AddressSpace::take_node() {
-  if (spare_mappings_ == nullptr) return *std::make_unique<MappingNode>().release();  // owned by the tree next
-  MappingNode& node = *spare_mappings_;
-  spare_mappings_ = node.next_spare;
-  --spare_mapping_count_;
-  return node;
+MappingNode& AddressSpace::new_node() { return *std::make_unique<MappingNode>().release(); }  // owned by the tree next
+
+MappingTree::iterator MappingTree::adopt_before(const iterator& before, MappingNode& node) noexcept {
+  return nodes_.insert_before(before, node);
 }
 
 void AddressSpace::keep_node(MappingNode& node) noexcept {
@@ -82,22 +76,11 @@ void AddressSpace::keep_node(MappingNode& node) noexcept {
   ++spare_mapping_count_;
 }
 
-std::optional<MappingTree::iterator> AddressSpace::place_for(Reservation& reservation, std::uintptr_t address,
-                                                             std::size_t bytes) {
-  MappingTree& mappings = reservation.mappings;
-  // Mappings mostly come in address order (a growing array, a pool's chunks): after the last one
-  // needs no walk down the tree.
-  if (const MappingRecord* last = mappings.last(); last == nullptr || last->end() <= address) return mappings.end();
+std::optional<MappingTree::iterator> AddressSpace::place_among(MappingTree& mappings, std::uintptr_t address,
+                                                               std::size_t bytes) {
   const MappingTree::iterator after = mappings.lower_bound(address + bytes);
   if (after != mappings.begin() && std::prev(after)->record.end() > address) return std::nullopt;
   return after;
-}
-
-MappingTree::iterator AddressSpace::add_mapping(Reservation& reservation, const MappingTree::iterator& before,
-                                                const MappingRecord& record) {
-  MappingNode& node = take_node();
-  node.record = record;
-  return reservation.mappings.adopt_before(before, node);
 }
 
 MappingTree::iterator AddressSpace::remove_mapping(Reservation& reservation,
@@ -111,11 +94,6 @@ MappingTree::iterator AddressSpace::remove_mapping(Reservation& reservation,
 Reservation* AddressSpace::reservation_at(std::uintptr_t base) {
   const auto found = reservations_.find(base);
   return found == reservations_.end() ? nullptr : &found->second;
-}
-
-Reservation* AddressSpace::reservation_holding(std::uintptr_t address, std::size_t bytes) {
-  Reservation* reservation = reservation_containing(address);
-  return reservation != nullptr && reservation->contains(address, bytes) ? reservation : nullptr;
 }
 
 Tiling AddressSpace::tiling(std::uintptr_t address, std::size_t bytes) {

@@ -111,10 +111,9 @@ class MappingTree {
   // The last mapping, which every mapping made in address order goes after.
   [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.crbegin()->record; }
 
-  // Links a node the caller owns and gives up, in front of `before` (which keeps the order).
-  iterator adopt_before(const iterator& before, MappingNode& node) noexcept {
-    return nodes_.insert_before(before, node);
-  }
+  // Links a node the caller owns and gives up, in front of `before` (which keeps the order). Out of
+  // line, so that the tree's rebalancing does not spread a map's own path over more cache lines.
+  [[gnu::noinline]] iterator adopt_before(const iterator& before, MappingNode& node) noexcept;
   // Unlinks one node and hands it back to the caller, who now owns it; returns the one after it.
   iterator release(const iterator& mapping, MappingNode*& released) noexcept {
     released = &*mapping;
@@ -172,15 +171,28 @@ class AddressSpace {
   void remove_reservation(std::uintptr_t base);
   [[nodiscard]] Reservation* reservation_at(std::uintptr_t base);
   // The reservation holding every byte of [address, address + bytes), if one does.
-  [[nodiscard]] Reservation* reservation_holding(std::uintptr_t address, std::size_t bytes);
+  [[nodiscard]] Reservation* reservation_holding(std::uintptr_t address, std::size_t bytes) {
+    Reservation* reservation = reservation_containing(address);
+    return reservation != nullptr && reservation->contains(address, bytes) ? reservation : nullptr;
+  }
 
   // Where a mapping of [address, address + bytes) goes in `reservation`'s order (the mapping it goes
   // before), or nothing where it would overlap one. The caller has checked the reservation holds it.
   [[nodiscard]] static std::optional<MappingTree::iterator> place_for(Reservation& reservation, std::uintptr_t address,
-                                                                      std::size_t bytes);
+                                                                      std::size_t bytes) {
+    MappingTree& mappings = reservation.mappings;
+    // Mappings mostly come in address order (a growing array, a pool's chunks): after the last one
+    // needs no walk down the tree.
+    if (const MappingRecord* last = mappings.last(); last == nullptr || last->end() <= address) return mappings.end();
+    return place_among(mappings, address, bytes);
+  }
   // Books a mapping at the place place_for gave. May throw std::bad_alloc, and then books nothing.
   MappingTree::iterator add_mapping(Reservation& reservation, const MappingTree::iterator& before,
-                                    const MappingRecord& record);
+                                    const MappingRecord& record) {
+    MappingNode& node = take_node();
+    node.record = record;
+    return reservation.mappings.adopt_before(before, node);
+  }
   // Forgets one mapping; returns the one after it.
   MappingTree::iterator remove_mapping(Reservation& reservation, const MappingTree::iterator& mapping) noexcept;
 
@@ -207,9 +219,30 @@ class AddressSpace {
  private:
   using ReservationMap = std::map<std::uintptr_t, Reservation>;
 
-  [[nodiscard]] Reservation* reservation_containing(std::uintptr_t address);
+  // A map, an unmap or a set-access is a driver call of well under a microsecond on CUDA, mostly
+  // made where other work has pushed hipxx's code out of the caches: the common case of each lookup
+  // below is inline and short, and the rest (a walk down a tree, an allocation) out of line, so
+  // that a call's own path covers few lines of code.
+  [[nodiscard]] Reservation* reservation_containing(std::uintptr_t address) {
+    if (Reservation* const last = last_found_.load(std::memory_order_relaxed);
+        last != nullptr && address - last->base < last->size) {
+      return last;
+    }
+    return reservation_by_search(address);
+  }
+  [[gnu::noinline]] Reservation* reservation_by_search(std::uintptr_t address);
+  [[nodiscard, gnu::noinline]] static std::optional<MappingTree::iterator> place_among(MappingTree& mappings,
+                                                                                       std::uintptr_t address,
+                                                                                       std::size_t bytes);
   [[nodiscard]] static MappingRecord* mapping_in(MappingTree& mappings, std::uintptr_t address) noexcept;
-  [[nodiscard]] MappingNode& take_node();
+  [[nodiscard]] MappingNode& take_node() {
+    if (spare_mappings_ == nullptr) return new_node();
+    MappingNode& node = *spare_mappings_;
+    spare_mappings_ = node.next_spare;
+    --spare_mapping_count_;
+    return node;
+  }
+  [[nodiscard, gnu::noinline, gnu::cold]] static MappingNode& new_node();
   void keep_node(MappingNode& node) noexcept;
 
   // Enough spare nodes for a program that keeps a few ranges or chunks coming and going; a burst of

@@ -82,7 +82,10 @@ class WriterPreferringLock {
   static constexpr std::uint32_t kWriter = std::uint32_t{1} << 30;  // a writer holds it
   static constexpr std::uint32_t kWriterWaits = std::uint32_t{1} << 31;  // a writer waits: readers stay out
 
-  void lock_slowly() noexcept {
+  // The slow paths below are kept out of line: every VMM call takes this lock, mostly uncontended,
+  // and their code inlined there would spread the calls' own paths over more cache lines.
+
+  [[gnu::noinline, gnu::cold]] void lock_slowly() noexcept {
     waiting_writers_.fetch_add(1, std::memory_order_relaxed);
     std::uint32_t state = state_.load(std::memory_order_relaxed);
     for (;;) {
@@ -107,7 +110,7 @@ class WriterPreferringLock {
     }
   }
 
-  void lock_shared_slowly() noexcept {
+  [[gnu::noinline, gnu::cold]] void lock_shared_slowly() noexcept {
     std::uint32_t state = state_.load(std::memory_order_relaxed);
     for (;;) {
       if ((state & (kWriter | kWriterWaits)) == 0) {
@@ -132,12 +135,14 @@ class WriterPreferringLock {
     return state_.load(std::memory_order_relaxed);
   }
 
-  void clear_sleepers_and_wake() noexcept {
+  [[gnu::noinline, gnu::cold]] void clear_sleepers_and_wake() noexcept {
     state_.fetch_and(~kSleepers, std::memory_order_relaxed);
     wake_all();
   }
 
-  void wake_all() noexcept { syscall(SYS_futex, word(), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0); }
+  [[gnu::noinline, gnu::cold]] void wake_all() noexcept {
+    syscall(SYS_futex, word(), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  }
 
   [[nodiscard]] std::uint32_t* word() noexcept { return reinterpret_cast<std::uint32_t*>(&state_); }
 
