@@ -315,7 +315,7 @@ TEST_CASE("a backend's direct map: the runtime maps through it, and through map(
   FaultyRuntime faulty{1, true};
   const std::size_t g = faulty.granularity();
   void* const base = faulty.reserve(2 * g);
-  const hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+  hipMemGenericAllocationHandle_t allocation = faulty.create(g);
 
   SUBCASE("the direct call maps: map() is not asked, and the mapping is booked and usable") {
     REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);

@@ -25,7 +25,7 @@ class Immortal {
   [[nodiscard]] T& operator*() noexcept { return *std::launder(reinterpret_cast<T*>(storage_)); }
 
  private:
-  alignas(T) std::byte storage_[sizeof(T)];
+  alignas(T) std::byte storage_[sizeof(T)]{};  // zeroed (static storage is anyway), then built in
 };
 
 }  // namespace hipxx::core
