@@ -2,8 +2,9 @@
 // for the cycle (what gpu-bench's vmm/MemMap baseline does). Full cycles (create, map, set access,
 // unmap, release), only the map timed, every kind in a new random order each round; each kind that
 // keeps a reservation has one of its own, reserved once:
-//   the same slot every cycle (the first, or one 1 GiB in), 8 or 32 slots in turn, side by side or
-//   1 GiB apart, and the address hipxx's reserve gives with the map made by the driver.
+//   the first slot of a kept reservation of 16 MiB to 64 GiB (those at least the map's size), and in
+//   a 64 GiB one the same slot 1 GiB in, 8 or 32 slots in turn, side by side or 1 GiB apart; and the
+//   address hipxx's reserve gives with the map made by the driver.
 // Built by bench/cuda/probes/build.sh; run as ./map-slots [ROUNDS]
 #include "vmm_cycles.hpp"
 
@@ -46,9 +47,13 @@ int main(int argc, char** argv) {
   const probe::Driver driver;
   std::mt19937 random(11);
   for (const std::size_t size : {2 * kMiB, 64 * kMiB}) {
-    const std::vector<Kind> kinds = {
+    std::vector<Kind> kinds = {
         {"a reservation per cycle", 0, 0, 0, 1},
         {"hipxx's reserve, driver's map", kHipxxReserve, 0, 0, 1},
+        {"16 MiB kept: first slot", 16 * kMiB, 0, 0, 1},
+        {"128 MiB kept: first slot", 128 * kMiB, 0, 0, 1},
+        {"1 GiB kept: first slot", kGiB, 0, 0, 1},
+        {"4 GiB kept: first slot", 4 * kGiB, 0, 0, 1},
         {"64 GiB kept: first slot", 64 * kGiB, 0, 0, 1},
         {"64 GiB kept: slot 1 GiB in", 64 * kGiB, kGiB, 0, 1},
         {"64 GiB kept: 8 slots side by side", 64 * kGiB, 0, size, 8},
@@ -57,6 +62,8 @@ int main(int argc, char** argv) {
         {"64 GiB kept: 8 slots 2 MiB past 1 GiB apart", 64 * kGiB, 2 * kMiB, kGiB, 8},
         {"hipMemMap", kHipxxReserve, 0, 0, 1, true},
     };
+    std::erase_if(
+        kinds, [&](const Kind& kind) { return kind.chunk != kHipxxReserve && kind.chunk != 0 && kind.chunk < size; });
     std::vector<CUdeviceptr> chunks(kinds.size(), 0);
     for (std::size_t index = 0; index < kinds.size(); ++index) {
       if (kinds[index].chunk != 0 && kinds[index].chunk != kHipxxReserve) {
