@@ -1,7 +1,5 @@
 #include "core/runtime.hpp"
 
-#include "core/immortal.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,14 +59,7 @@ Runtime select_runtime() {
 
 }  // namespace
 
-Runtime& Runtime::instance() {
-  // In static storage rather than on the heap: its address is fixed when the library is loaded, so
-  // an entry point reaches the runtime's first cache line without first loading where it is, a
-  // wait of its own where the line is cold. Never destroyed: other static destructors and atexit
-  // handlers may still call into HIP.
-  static Immortal<Runtime> runtime{select_runtime};
-  return *runtime;
-}
+Runtime Runtime::process_runtime() { return select_runtime(); }
 
 Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error)
     : backend_(std::move(backend)),

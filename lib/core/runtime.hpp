@@ -6,6 +6,7 @@
 #include "core/address_space.hpp"
 #include "core/allocation_table.hpp"
 #include "core/event.hpp"
+#include "core/immortal.hpp"
 #include "core/managed_memory.hpp"
 #include "core/pool_registry.hpp"
 #include "core/pool_sharing.hpp"
@@ -32,7 +33,15 @@ struct BookCounts {
 class alignas(64) Runtime {
  public:
   // Chooses the backend from HIPXX_BACKEND on first use.
-  [[nodiscard]] static Runtime& instance();
+  // The process's runtime, built at the first call. In static storage rather than on the heap: its
+  // address is fixed when the library loads, so an entry point reaches the runtime's first cache
+  // line without first loading where it is. Inline, so that an entry point's path does not also
+  // pass through a function of its own. Never destroyed: other static destructors and atexit
+  // handlers may still call into HIP.
+  [[nodiscard]] static Runtime& instance() {
+    static Immortal<Runtime> runtime{&process_runtime};
+    return *runtime;
+  }
 
   explicit Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error = {});
 
@@ -125,6 +134,9 @@ class alignas(64) Runtime {
 
  private:
   // Inline: every VMM call checks its arguments with these before anything else.
+  // What instance() builds: the runtime over the backend that HIPXX_BACKEND or the machine selects.
+  [[nodiscard]] static Runtime process_runtime();
+
   [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept {
     return location.type == hipMemLocationTypeDevice && valid_device(location.id);
   }
