@@ -2,6 +2,7 @@
 // for the cycle (what gpu-bench's vmm/MemMap baseline does). Full cycles (create, map, set access,
 // unmap, release), only the map timed, every kind in a new random order each round; each kind that
 // keeps a reservation has one of its own, reserved once:
+//   one reservation of the map's size, kept;
 //   the first slot of a kept reservation of 16 MiB to 64 GiB (those at least the map's size), and in
 //   a 64 GiB one the same slot 1 GiB in, 8 or 32 slots in turn, side by side or 1 GiB apart; and the
 //   address hipxx's reserve gives with the map made by the driver.
@@ -20,7 +21,7 @@ constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 struct Kind {
   const char* name;
-  std::size_t chunk;  // 0: a reservation of the driver's per cycle; SIZE_MAX: hipxx's reserve
+  std::size_t chunk;  // 0: a reservation of the driver's per cycle; else kMapSize, kHipxxReserve or a size
   std::size_t first;  // offset of the first slot
   std::size_t stride;  // distance between slots
   std::size_t slots;  // how many slots it takes in turn
@@ -28,6 +29,7 @@ struct Kind {
 };
 
 constexpr std::size_t kHipxxReserve = ~std::size_t{0};
+constexpr std::size_t kMapSize = kHipxxReserve - 1;  // a kept reservation as large as the map
 
 // The driver's map into the address hipxx's reserve gives (so the arena's placement, without hipxx's map).
 double arena_cycle(const probe::Driver& driver, std::size_t size) {
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
     std::vector<Kind> kinds = {
         {"a reservation per cycle", 0, 0, 0, 1},
         {"hipxx's reserve, driver's map", kHipxxReserve, 0, 0, 1},
+        {"its size, kept", kMapSize, 0, 0, 1},
         {"16 MiB kept: first slot", 16 * kMiB, 0, 0, 1},
         {"128 MiB kept: first slot", 128 * kMiB, 0, 0, 1},
         {"1 GiB kept: first slot", kGiB, 0, 0, 1},
@@ -62,6 +65,9 @@ int main(int argc, char** argv) {
         {"64 GiB kept: 8 slots 2 MiB past 1 GiB apart", 64 * kGiB, 2 * kMiB, kGiB, 8},
         {"hipMemMap", kHipxxReserve, 0, 0, 1, true},
     };
+    for (Kind& kind : kinds) {
+      if (kind.chunk == kMapSize) kind.chunk = size;
+    }
     std::erase_if(
         kinds, [&](const Kind& kind) { return kind.chunk != kHipxxReserve && kind.chunk != 0 && kind.chunk < size; });
     std::vector<CUdeviceptr> chunks(kinds.size(), 0);
