@@ -174,10 +174,11 @@ class Queue {
 // A map that is one call into a driver, which a backend may offer beside its virtual map(): the
 // runtime keeps it next to its lock and calls it directly. A map through the backend object waits
 // for that object's cache lines, its table of virtual functions and its table of driver entries,
-// one after the other, each a cold line where the application has been doing other work; on a
-// driver whose map takes under a microsecond that chain is a tenth of the call. `call(context, ...)`
-// returns 0 where the mapping was made; any other answer means it was not, and the runtime then
-// asks map(), which tries again and says why it failed.
+// one after the other, each a cold line where the application has been doing other work; on an
+// H100, where the driver's map takes under a microsecond, that part of the path cost as much as the
+// runtime's lock and books together (bench/RESULTS.md). `call(context, ...)` returns 0 where the
+// mapping was made; any other answer means it was not, and the runtime then asks map(), which
+// tries again and says why it failed.
 struct DirectMap {
   using Call = int (*)(std::uintptr_t context, void* va, std::size_t size, std::uint64_t physical) noexcept;
   Call call = nullptr;  // null: the backend has none, and the runtime uses map()

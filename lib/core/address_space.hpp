@@ -219,10 +219,10 @@ class AddressSpace {
  private:
   using ReservationMap = std::map<std::uintptr_t, Reservation>;
 
-  // A map, an unmap or a set-access is a driver call of well under a microsecond on CUDA, mostly
-  // made where other work has pushed hipxx's code out of the caches: the common case of each lookup
-  // below is inline and short, and the rest (a walk down a tree, an allocation) out of line, so
-  // that a call's own path covers few lines of code.
+  // A map or an unmap is a driver call of about a microsecond or less on CUDA, often made where
+  // other work has pushed hipxx's code out of the caches: the common case of each lookup below is
+  // inline and short, and the rest (a walk down a tree, an allocation) out of line, so that a
+  // call's own path covers few lines of code.
   [[nodiscard]] Reservation* reservation_containing(std::uintptr_t address) {
     if (Reservation* const last = last_found_.load(std::memory_order_relaxed);
         last != nullptr && address - last->base < last->size) {

@@ -32,12 +32,11 @@ struct BookCounts {
 
 class alignas(64) Runtime {
  public:
-  // Chooses the backend from HIPXX_BACKEND on first use.
-  // The process's runtime, built at the first call. In static storage rather than on the heap: its
-  // address is fixed when the library loads, so an entry point reaches the runtime's first cache
-  // line without first loading where it is. Inline, so that an entry point's path does not also
-  // pass through a function of its own. Never destroyed: other static destructors and atexit
-  // handlers may still call into HIP.
+  // The process's runtime, built at the first call over the backend HIPXX_BACKEND (or the machine)
+  // selects. In static storage rather than on the heap: its address is fixed when the library
+  // loads, so an entry point reaches the runtime's first cache line without first loading where it
+  // is. Inline, so that an entry point's path does not also pass through a function of its own.
+  // Never destroyed: other static destructors and atexit handlers may still call into HIP.
   [[nodiscard]] static Runtime& instance() {
     static Immortal<Runtime> runtime{&process_runtime};
     return *runtime;
@@ -133,10 +132,10 @@ class alignas(64) Runtime {
   [[nodiscard]] hipError_t pointer_attributes(hipPointerAttribute_t* attributes, const void* ptr) const;
 
  private:
-  // Inline: every VMM call checks its arguments with these before anything else.
-  // What instance() builds: the runtime over the backend that HIPXX_BACKEND or the machine selects.
+  // What instance() builds.
   [[nodiscard]] static Runtime process_runtime();
 
+  // Inline: every VMM call checks its arguments with these before anything else.
   [[nodiscard]] bool valid_location(const hipMemLocation& location) const noexcept {
     return location.type == hipMemLocationTypeDevice && valid_device(location.id);
   }
@@ -159,7 +158,7 @@ class alignas(64) Runtime {
   // What a map reads (the lock, the checks' figures, the backend's direct map, and the address
   // space's first members: its last-found reservation and its spare mapping nodes) shares the
   // object's first cache line, at an address fixed when the library loads (instance()). A map,
-  // well under a microsecond in the CUDA driver, is mostly called where other work has pushed this
+  // well under a microsecond in the CUDA driver, is often called where other work has pushed this
   // line out of the caches: one line to wait for, and no chain of lines each found through the last.
   mutable WriterPreferringLock mutex_;
   std::uint32_t granularity_ = 0;  // a power of two (checked at start-up), so a mask checks it
