@@ -97,7 +97,7 @@ class Queue;
 // the driver's own callback argument is the call itself.
 struct HostCall {
   void (*run)(HostCall* call, hipError_t status) = nullptr;
-  // The queue's own: where to mark the call's number once it has run (see Queue::host_call).
+  // Set by Queue::host_call: where to mark the call's number once it has run.
   Queue* queue = nullptr;
   std::uint64_t sequence = 0;
 };
@@ -147,7 +147,9 @@ class Queue {
   // to call->run. The thread that runs the call marks `sequence` itself after it, as complete()
   // does, so the mark that follows costs the device nothing: a callback needs no second driver call.
   [[nodiscard]] hipError_t host_call(HostCall* call, std::uint64_t sequence) {
-    const hipError_t queued = queue_host_call(call, sequence);
+    call->queue = this;
+    call->sequence = sequence;
+    const hipError_t queued = queue_host_call(call);
     if (queued == hipSuccess) marked_by_host_call_ = sequence;
     return queued;
   }
@@ -161,9 +163,9 @@ class Queue {
 
  protected:
   // What mark and host_call do on the device: the write of the progress word, and the call queued
-  // so that it writes `sequence` to that word itself once it has run.
+  // so that, once it has run, it has call->queue complete call->sequence.
   [[nodiscard]] virtual hipError_t write_mark(std::uint64_t sequence) = 0;
-  [[nodiscard]] virtual hipError_t queue_host_call(HostCall* call, std::uint64_t sequence) = 0;
+  [[nodiscard]] virtual hipError_t queue_host_call(HostCall* call) = 0;
 
  private:
   // The number of the host call queued last. Only a stream's work, under the stream's lock, queues

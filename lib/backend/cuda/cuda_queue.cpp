@@ -213,9 +213,7 @@ class CudaQueue final : public Queue {
     std::atomic_ref<std::uint64_t>{words_->progress}.store(sequence, std::memory_order_release);
   }
 
-  hipError_t queue_host_call(HostCall* host, std::uint64_t sequence) override {
-    host->queue = this;
-    host->sequence = sequence;
+  hipError_t queue_host_call(HostCall* host) override {
     return call(api().cuStreamAddCallback, stream_, &run_host_call, static_cast<void*>(host), 0U);
   }
 

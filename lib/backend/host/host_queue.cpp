@@ -135,9 +135,9 @@ class HostQueue final : public Queue {
   void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
 
   // As on CUDA, the call marks its own number after it has run.
-  hipError_t queue_host_call(HostCall* call, std::uint64_t sequence) override {
-    return push([this, call, sequence] {
-      call->run(call, fault_.load(std::memory_order_relaxed));
+  hipError_t queue_host_call(HostCall* call) override {
+    return push([this, call, sequence = call->sequence] {
+      call->run(call, fault_.load(std::memory_order_relaxed));  // frees the call
       complete(sequence);
     });
   }
