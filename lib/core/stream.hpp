@@ -1,9 +1,10 @@
 // One stream: an ordered queue of work. Where the backend has device queues of its own (CUDA
 // streams), the stream's device work goes straight onto one, numbered, and the queue writes the
-// numbers the books wait for to a progress word as it passes them; the host thread then runs only the little work the
-// host must do itself (bookkeeping, and waits the device cannot express). Where it has none (the
-// host backend), every piece of work is a host task run in order by the stream's own thread, and
-// calls the backend's synchronous operations. Either way the books see the same numbered points.
+// numbers the books wait for to a progress word as it passes them; the host thread then runs only
+// the little work the host must do itself (bookkeeping, and waits the device cannot express).
+// Where it has none (the host backend), every piece of work is a host task run in order by the
+// stream's own thread, and calls the backend's synchronous operations. Either way the books see
+// the same numbered points.
 #pragma once
 
 #include "backend/backend.hpp"
