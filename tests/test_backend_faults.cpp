@@ -12,12 +12,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -54,6 +58,10 @@ class FaultyBackend final : public Backend {
   [[nodiscard]] int mappings() const { return mappings_; }
   // While set, every direct map call answers that it did not map.
   void refuse_direct_maps(bool refuse) { refuse_direct_ = refuse; }
+  // Direct map calls of this many bytes answer that they did not map (0: none of them).
+  void refuse_direct_maps_of(std::size_t size) { refused_size_ = size; }
+  // Runs inside each direct map call, before it maps: where the runtime has let go of its lock.
+  void during_direct_maps(std::function<void()> work) { during_direct_map_ = std::move(work); }
   // Calls of the direct map and of map(), failed ones included.
   [[nodiscard]] int direct_calls() const { return direct_calls_; }
   [[nodiscard]] int map_calls() const { return map_calls_; }
@@ -158,12 +166,13 @@ class FaultyBackend final : public Backend {
   static int map_directly(std::uintptr_t context, void* va, std::size_t size, std::uint64_t physical) noexcept {
     auto& self = *reinterpret_cast<FaultyBackend*>(context);
     ++self.direct_calls_;
-    if (self.refuse_direct_) return 1;
+    if (self.during_direct_map_) self.during_direct_map_();
+    if (self.refuse_direct_ || size == self.refused_size_) return 1;
     const hipError_t result = self.inner_->map(va, size, PhysicalHandle{.value = physical});
     return counted(result, self.mappings_, +1) == hipSuccess ? 0 : 1;
   }
 
-  static hipError_t counted(hipError_t result, int& live, int change) {
+  static hipError_t counted(hipError_t result, std::atomic<int>& live, int change) {
     if (result == hipSuccess) live += change;
     return result;
   }
@@ -173,12 +182,15 @@ class FaultyBackend final : public Backend {
   std::optional<Call> failing_;
   hipError_t error_ = hipSuccess;
   int passing_ = 0;
-  int physical_ = 0;
-  int mappings_ = 0;
+  // Atomic: the runtime makes direct map calls without its lock, from any thread.
+  std::atomic<int> physical_ = 0;
+  std::atomic<int> mappings_ = 0;
   bool direct_ = false;
-  bool refuse_direct_ = false;
-  int direct_calls_ = 0;
-  int map_calls_ = 0;
+  std::atomic<bool> refuse_direct_ = false;
+  std::atomic<std::size_t> refused_size_ = 0;
+  std::function<void()> during_direct_map_;
+  std::atomic<int> direct_calls_ = 0;
+  std::atomic<int> map_calls_ = 0;
 };
 
 // A runtime of its own over a FaultyBackend, and the backend, to tell it what to fail.
@@ -364,6 +376,81 @@ TEST_CASE("a backend's direct map: the runtime maps through it, and through map(
   CHECK(faulty.backend->mappings() == 0);
   CHECK(faulty.backend->physical() == 0);
   CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
+}
+
+TEST_CASE("a direct map runs with the books unlocked, booked already, and a failure after it frees what it must") {
+  FaultyRuntime faulty{1, true};
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(2 * g);
+  hipMemGenericAllocationHandle_t allocation = faulty.create(g);
+  // Other calls go through while the driver maps (they would wait for ever on a held lock): the
+  // mapping is in the books already, and the application lets go of its allocation meanwhile.
+  std::size_t booked_meanwhile = 0;
+  hipError_t released_meanwhile = hipErrorUnknown;
+  faulty.backend->during_direct_maps([&] {
+    booked_meanwhile = faulty.mappings_in(base);
+    released_meanwhile = faulty.runtime->release(allocation);
+  });
+
+  SUBCASE("the driver maps: the mapping holds the memory until its unmap") {
+    REQUIRE(faulty.runtime->map(base, g, 0, allocation, 0) == hipSuccess);
+    CHECK(booked_meanwhile == 1);
+    CHECK(released_meanwhile == hipSuccess);
+    CHECK(faulty.backend->physical() == 1);
+    CHECK(faulty.runtime->counts().allocations == 1);
+    CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
+    CHECK(faulty.backend->physical() == 0);
+  }
+  SUBCASE("neither the driver nor map() maps: the failed mapping was the memory's last use, so it is freed") {
+    faulty.backend->refuse_direct_maps(true);
+    faulty.backend->fail(Call::map, hipErrorOutOfMemory);
+    CHECK(faulty.runtime->map(base, g, 0, allocation, 0) == hipErrorOutOfMemory);
+    CHECK(booked_meanwhile == 1);
+    CHECK(released_meanwhile == hipSuccess);
+    CHECK(faulty.mappings_in(base) == 0);
+    CHECK(faulty.backend->mappings() == 0);
+    CHECK(faulty.backend->physical() == 0);
+    CHECK(faulty.runtime->counts().allocations == 0);
+  }
+  faulty.backend->during_direct_maps({});
+  CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
+}
+
+TEST_CASE("threads mapping through a direct map, and through map() where it does not map, keep the books whole") {
+  FaultyRuntime faulty{1, true};
+  const std::size_t g = faulty.granularity();
+  // Maps of two granules go through map(), under the lock; the others straight to the "driver".
+  faulty.backend->refuse_direct_maps_of(2 * g);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 200;
+  std::atomic<int> failures = 0;
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < kThreads; ++thread) {
+    threads.emplace_back([&, thread] {
+      const std::size_t size = (thread % 2 == 0 ? 1 : 2) * g;
+      for (int round = 0; round < kRounds; ++round) {
+        void* va = nullptr;
+        hipMemGenericAllocationHandle_t allocation = nullptr;
+        const hipMemAllocationProp wanted = FaultyRuntime::properties();
+        const bool made = faulty.runtime->reserve(&va, size, 0, nullptr, 0) == hipSuccess &&
+                          faulty.runtime->create(&allocation, size, &wanted, 0) == hipSuccess &&
+                          faulty.runtime->map(va, size, 0, allocation, 0) == hipSuccess &&
+                          faulty.runtime->release(allocation) == hipSuccess &&
+                          faulty.runtime->unmap(va, size) == hipSuccess &&
+                          faulty.runtime->free_reservation(va, size) == hipSuccess;
+        if (!made) ++failures;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures == 0);
+  CHECK(faulty.backend->direct_calls() == kThreads * kRounds);
+  CHECK(faulty.backend->map_calls() == kThreads / 2 * kRounds);
+  CHECK(faulty.backend->mappings() == 0);
+  CHECK(faulty.backend->physical() == 0);
+  CHECK(faulty.runtime->counts().allocations == 0);
+  CHECK(faulty.runtime->counts().mappings == 0);
+  CHECK(faulty.runtime->counts().reservations == 0);
 }
 
 TEST_CASE("a failed map into a gap leaves the mappings on both sides as they were") {

@@ -180,7 +180,8 @@ class Queue {
 // H100, where the driver's map takes under a microsecond, that part of the path cost as much as the
 // runtime's lock and books together (bench/RESULTS.md). `call(context, ...)` returns 0 where the
 // mapping was made; any other answer means it was not, and the runtime then asks map(), which
-// tries again and says why it failed.
+// tries again and says why it failed. The runtime makes the call without its lock, so it must be
+// safe beside any other call into the backend from another thread, as a driver's own entry point is.
 struct DirectMap {
   using Call = int (*)(std::uintptr_t context, void* va, std::size_t size, std::uint64_t physical) noexcept;
   Call call = nullptr;  // null: the backend has none, and the runtime uses map()

@@ -149,7 +149,12 @@ class alignas(64) Runtime {
   // that was the last use.
   [[nodiscard]] std::optional<backend::PhysicalHandle> drop_reference_locked(Allocation& allocation);
   [[nodiscard]] hipError_t apply_access_locked(MappingRecord& mapping, const AccessList& access);
-  [[nodiscard]] hipError_t map_physical(void* ptr, std::size_t size, backend::PhysicalHandle physical);
+  // Undoes the booking of a map the backend refused; the physical memory to free, once the books are
+  // unlocked, where that mapping was its last use.
+  [[nodiscard]] std::optional<backend::PhysicalHandle> unbook_failed_map_locked(Reservation& reservation,
+                                                                                MappingTree::iterator booked,
+                                                                                Allocation& allocation,
+                                                                                std::size_t size_before);
   // Books a new physical allocation; if the books cannot grow, releases it and rethrows.
   [[nodiscard]] hipMemGenericAllocationHandle_t book_allocation_locked(backend::PhysicalHandle physical,
                                                                        std::size_t size,

@@ -139,29 +139,45 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   const std::optional<MappingTree::iterator> place = AddressSpace::place_for(*reservation, address, size);
   if (!place) return hipErrorInvalidValue;
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
-  // The allocation counts it before the driver call too: the driver's work pushes the books out of
-  // the cache, and after it a map that succeeds touches nothing but the lock.
+  // The allocation counts it before the driver call too, so that a map that succeeds has nothing
+  // left to do once the driver returns.
   const auto booked = address_space_.add_mapping(
       *reservation, *place, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
   const std::size_t size_before = allocation->size;
   allocation->size = size;
   ++allocation->mappings;
-  if (const hipError_t error = map_physical(ptr, size, allocation->physical); error != hipSuccess) {
-    --allocation->mappings;
-    allocation->size = size_before;
-    (void)address_space_.remove_mapping(*reservation, booked);
+  const backend::PhysicalHandle physical = allocation->physical;
+  if (direct_map_.call != nullptr) {
+    // The driver's map runs with the books unlocked: other threads' calls need not wait for it, and
+    // once it returns, a map that succeeded touches nothing of the runtime's, not even the lock. The
+    // booking stays as it is meanwhile: an unmap takes a mapping out of the books only once the
+    // driver has unmapped it, which it cannot do to a range it has not mapped, and a reservation
+    // with a mapping in it is not freed.
+    lock.unlock();
+    if (direct_map_.call(direct_map_.context, ptr, size, physical.value) == 0) return hipSuccess;
+    lock.lock();
+  }
+  if (const hipError_t error = backend_->map(ptr, size, physical); error != hipSuccess) {
+    const std::optional<backend::PhysicalHandle> unused =
+        unbook_failed_map_locked(*reservation, booked, *allocation, size_before);
+    lock.unlock();
+    if (unused) (void)backend_->release_physical(*unused);
     return error;
   }
   return hipSuccess;
 }
 
-// Through the backend's direct map where it has one; where it has none, or that call did not map
-// (and so changed nothing), map() makes the mapping or says why it cannot.
-hipError_t Runtime::map_physical(void* ptr, std::size_t size, backend::PhysicalHandle physical) {
-  if (direct_map_.call != nullptr && direct_map_.call(direct_map_.context, ptr, size, physical.value) == 0) {
-    return hipSuccess;
-  }
-  return backend_->map(ptr, size, physical);
+// Another thread may have released the allocation while the books were unlocked for a direct map,
+// so the failed mapping may have been the last use of its memory: then the caller frees it.
+std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reservation& reservation,
+                                                                         MappingTree::iterator booked,
+                                                                         Allocation& allocation,
+                                                                         std::size_t size_before) {
+  (void)address_space_.remove_mapping(reservation, booked);
+  if (--allocation.mappings == 0) allocation.size = size_before;
+  const backend::PhysicalHandle physical = allocation.physical;
+  if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
+  return physical;
 }
 
 hipError_t Runtime::unmap(void* ptr, std::size_t size) {
