@@ -153,9 +153,10 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
     // booking stays as it is meanwhile: an unmap takes a mapping out of the books only once the
     // driver has unmapped it, which it cannot do to a range it has not mapped, and a reservation
     // with a mapping in it is not freed.
-    lock.unlock();
-    if (direct_map_.call(direct_map_.context, ptr, size, physical.value) == 0) return hipSuccess;
-    lock.lock();
+    const backend::DirectMap direct = direct_map_;
+    lock.release()->unlock();
+    if (direct.call(direct.context, ptr, size, physical.value) == 0) return hipSuccess;
+    lock = std::unique_lock{mutex_};
   }
   if (const hipError_t error = backend_->map(ptr, size, physical); error != hipSuccess) {
     const std::optional<backend::PhysicalHandle> unused =
