@@ -425,6 +425,7 @@ TEST_CASE("threads mapping through a direct map, and through map() where it does
   constexpr int kRounds = 200;
   std::atomic<int> failures = 0;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int thread = 0; thread < kThreads; ++thread) {
     threads.emplace_back([&, thread] {
       const std::size_t size = (thread % 2 == 0 ? 1 : 2) * g;

@@ -171,7 +171,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
 // Another thread may have released the allocation while the books were unlocked for a direct map,
 // so the failed mapping may have been the last use of its memory: then the caller frees it.
 std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reservation& reservation,
-                                                                         MappingTree::iterator booked,
+                                                                         const MappingTree::iterator& booked,
                                                                          Allocation& allocation,
                                                                          std::size_t size_before) {
   (void)address_space_.remove_mapping(reservation, booked);
