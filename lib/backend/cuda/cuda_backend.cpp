@@ -552,8 +552,16 @@ class CudaBackend final : public Backend {
   }
 
   // The entry of the mapping at `va`, booked as `fresh` where there is none yet. May throw std::bad_alloc.
+  // An entry of another allocation or size is left from a map that failed: the runtime maps through
+  // the driver with its books unlocked, so another thread's set_access may book a mapping here whose
+  // map then fails and is unbooked, which this table does not hear of. The runtime's books, which
+  // `fresh` comes from, are right, and such an entry never had access granted (the driver refuses a
+  // grant on a range it has not mapped), so it is simply replaced.
   MappingTable::iterator book_mapping_locked(CUdeviceptr va, const MappingState& fresh) {
-    if (const auto found = mappings_.find(va); found != mappings_.end()) return found;
+    if (const auto found = mappings_.find(va); found != mappings_.end()) {
+      if (found->second.handle != fresh.handle || found->second.size != fresh.size) found->second = fresh;
+      return found;
+    }
     if (spare_mapping_nodes_.empty()) return mappings_.emplace(va, fresh).first;
     MappingTable::node_type node = std::move(spare_mapping_nodes_.back());
     spare_mapping_nodes_.pop_back();
