@@ -416,6 +416,40 @@ TEST_CASE("a direct map runs with the books unlocked, booked already, and a fail
   CHECK(faulty.runtime->free_reservation(base, 2 * g) == hipSuccess);
 }
 
+TEST_CASE("a direct map that fails after another mapping was booked in front of it unbooks its own") {
+  FaultyRuntime faulty{1, true};
+  const std::size_t g = faulty.granularity();
+  void* const base = faulty.reserve(4 * g);
+  hipMemGenericAllocationHandle_t front = faulty.create(g);
+  hipMemGenericAllocationHandle_t back = faulty.create(2 * g);
+  // The map of `back` (two granules, at the third) does not map; while its driver call runs, `front`
+  // is mapped at the reservation's start, which moves `back`'s place in the books.
+  faulty.backend->refuse_direct_maps_of(2 * g);
+  faulty.backend->fail(Call::map, hipErrorOutOfMemory);
+  bool armed = true;
+  hipError_t front_mapped = hipErrorUnknown;
+  faulty.backend->during_direct_maps([&] {
+    if (!std::exchange(armed, false)) return;
+    front_mapped = faulty.runtime->map(base, g, 0, front, 0);
+  });
+  CHECK(faulty.runtime->map(at(base, 2 * g), 2 * g, 0, back, 0) == hipErrorOutOfMemory);
+  CHECK(front_mapped == hipSuccess);
+  CHECK(faulty.mappings_in(base) == 1);
+  CHECK(faulty.backend->mappings() == 1);
+  // What is left is `front`'s mapping, whole; `back`'s place takes a map again.
+  CHECK(faulty.runtime->unmap(at(base, 2 * g), 2 * g) == hipErrorInvalidValue);
+  faulty.backend->during_direct_maps({});
+  faulty.backend->refuse_direct_maps_of(0);
+  REQUIRE(faulty.runtime->map(at(base, 2 * g), 2 * g, 0, back, 0) == hipSuccess);
+  CHECK(faulty.mappings_in(base) == 2);
+  CHECK(faulty.runtime->unmap(base, g) == hipSuccess);
+  CHECK(faulty.runtime->unmap(at(base, 2 * g), 2 * g) == hipSuccess);
+  CHECK(faulty.runtime->release(front) == hipSuccess);
+  CHECK(faulty.runtime->release(back) == hipSuccess);
+  CHECK(faulty.backend->physical() == 0);
+  CHECK(faulty.runtime->free_reservation(base, 4 * g) == hipSuccess);
+}
+
 TEST_CASE("threads mapping through a direct map, and through map() where it does not map, keep the books whole") {
   FaultyRuntime faulty{1, true};
   const std::size_t g = faulty.granularity();

@@ -152,7 +152,7 @@ class alignas(64) Runtime {
   // Undoes the booking of a map the backend refused; the physical memory to free, once the books are
   // unlocked, where that mapping was its last use.
   [[nodiscard]] std::optional<backend::PhysicalHandle> unbook_failed_map_locked(Reservation& reservation,
-                                                                                const MappingTree::iterator& booked,
+                                                                                std::uintptr_t address,
                                                                                 Allocation& allocation,
                                                                                 std::size_t size_before);
   // Books a new physical allocation; if the books cannot grow, releases it and rethrows.

@@ -141,7 +141,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
   // The allocation counts it before the driver call too, so that a map that succeeds has nothing
   // left to do once the driver returns.
-  const auto booked = address_space_.add_mapping(
+  (void)address_space_.add_mapping(
       *reservation, *place, MappingRecord{.base = address, .size = size, .allocation = allocation, .access = {}});
   const std::size_t size_before = allocation->size;
   allocation->size = size;
@@ -160,7 +160,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   }
   if (const hipError_t error = backend_->map(ptr, size, physical); error != hipSuccess) {
     const std::optional<backend::PhysicalHandle> unused =
-        unbook_failed_map_locked(*reservation, booked, *allocation, size_before);
+        unbook_failed_map_locked(*reservation, address, *allocation, size_before);
     lock.unlock();
     if (unused) (void)backend_->release_physical(*unused);
     return error;
@@ -169,12 +169,13 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
 }
 
 // Another thread may have released the allocation while the books were unlocked for a direct map,
-// so the failed mapping may have been the last use of its memory: then the caller frees it.
+// so the failed mapping may have been the last use of its memory: then the caller frees it. Other
+// mappings may have been booked in the reservation meanwhile too, so the failed one is found again
+// by its address (it is still there: nothing unbooks a mapping the driver has not made).
 std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reservation& reservation,
-                                                                         const MappingTree::iterator& booked,
-                                                                         Allocation& allocation,
+                                                                         std::uintptr_t address, Allocation& allocation,
                                                                          std::size_t size_before) {
-  (void)address_space_.remove_mapping(reservation, booked);
+  (void)address_space_.remove_mapping(reservation, reservation.mappings.find(address));
   if (--allocation.mappings == 0) allocation.size = size_before;
   const backend::PhysicalHandle physical = allocation.physical;
   if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
