@@ -62,10 +62,8 @@ Reservation* AddressSpace::reservation_by_search(std::uintptr_t address) {
 
 MappingNode& AddressSpace::new_node() { return *std::make_unique<MappingNode>().release(); }  // owned by the tree next
 
-void MappingTree::grow() { nodes_.reserve(std::max<std::size_t>(4, 2 * nodes_.size())); }
-
-MappingTree::iterator MappingTree::adopt_inside(const iterator& before, MappingNode& node) noexcept {
-  return iterator{nodes_.insert(before.base(), &node)};  // cannot reallocate: make_room came first
+MappingTree::iterator MappingTree::adopt_before(const iterator& before, MappingNode& node) noexcept {
+  return nodes_.insert_before(before, node);
 }
 
 void AddressSpace::keep_node(MappingNode& node) noexcept {

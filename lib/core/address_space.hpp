@@ -1,31 +1,28 @@
 // The books of the virtual address space: reservations, the mappings inside them and plain device
-// allocations, each kept in address order (reservations and allocations in ordered trees, each
-// reservation's mappings in a sorted array) so any address inside resolves with one ordered lookup. HIP names ranges
-// loosely (a set-access or an unmap may cover several mappings); these lookups turn such a range into the exact run of
-// whole mappings it covers, or say that it does not.
+// allocations, each kept in an ordered tree keyed by its base address so any address inside resolves
+// with one ordered lookup. HIP names ranges loosely (a set-access or an unmap may cover several
+// mappings); these lookups turn such a range into the exact run of whole mappings it covers, or
+// say that it does not.
 //
 // Reserve, free, map and unmap are each one short system call on the host backend and well under a
 // microsecond in the CUDA driver, whose work between two calls pushes the books out of the cache; so
 // the books keep the lines a call touches few (bench/cold_lines.sh counts them; on the H100, halving
 // them did not move map's ratio beyond the runs' spread: bench/RESULTS.md). A map reads the
-// reservation's line, takes a node kept from an earlier unmap (one line holding the record, chained
-// through the node itself while spare), and stores its address at the end of the reservation's
-// array; freed reservations are kept with their arrays' room, and a mapping's access list is two
-// bit masks held in place.
+// reservation's line, takes a node kept from an earlier unmap (one line holding the node's tree
+// links and its record, chained through the node itself while spare), and links it in; freed
+// reservations' nodes are kept too, and a mapping's access list is two bit masks held in place.
 #pragma once
 
 #include "core/allocation_table.hpp"
 
-#include <boost/iterator/indirect_iterator.hpp>
+#include <boost/intrusive/set.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <vector>
 
 namespace hipxx::core {
@@ -65,10 +62,13 @@ struct MappingRecord {
   [[nodiscard]] std::uintptr_t end() const noexcept { return base + size; }
 };
 
-// One booked mapping's record, in a node of its own that never moves while it is booked (the books
-// hand out pointers to records). A node the books keep for reuse holds no record, only the link to
-// the next kept node.
-struct alignas(64) MappingNode {
+using MappingHook = boost::intrusive::set_base_hook<boost::intrusive::optimize_size<true>,
+                                                    boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+
+// One booked mapping: its tree links and its record in one cache line, so booking a mapping in
+// a map (a driver call of well under a microsecond) writes one line. A node the books keep for
+// reuse holds no record, only the link to the next kept node.
+struct alignas(64) MappingNode : MappingHook {
   MappingNode() noexcept : next_spare{nullptr} {}
   // The constructor does start the union's chain link; clang-tidy 14 asks the anonymous union itself.
   union {  // NOLINT(cppcoreguidelines-pro-type-member-init)
@@ -78,71 +78,50 @@ struct alignas(64) MappingNode {
 };
 static_assert(sizeof(MappingNode) == 64);
 
-// A reservation's mappings in address order: their nodes' addresses in a sorted array. Mappings
-// mostly come in address order (one per reservation, a growing array's chunks, a pool's), and then
-// booking one is a store at the array's end: a map, a driver call of well under a microsecond,
-// runs about as many lines of code as it touches, and a balanced tree's insertion and rebalancing
-// were eight of them (bench/RESULTS.md). Lookups are binary searches; a mapping booked or forgotten
-// in the middle moves the pointers after it, which for the hundreds of mappings a reservation holds
-// at most in practice is a short copy. It owns its nodes and frees those still in it when it goes;
-// the address space hands nodes in and takes them back out. Adding or removing a mapping
-// invalidates iterators at and after its place.
+struct MappingBase {
+  using type = std::uintptr_t;
+  type operator()(const MappingNode& node) const noexcept { return node.record.base; }
+};
+
+// A reservation's mappings in address order. It owns its nodes and frees those still in it when it
+// goes; the address space hands nodes in and takes them back out.
 class MappingTree {
-  using Nodes = std::vector<MappingNode*>;
+  using Set = boost::intrusive::set<MappingNode, boost::intrusive::key_of_value<MappingBase>,
+                                    boost::intrusive::constant_time_size<true>>;
 
  public:
-  using iterator = boost::indirect_iterator<Nodes::iterator>;
+  using iterator = Set::iterator;
 
   MappingTree() = default;
   MappingTree(const MappingTree&) = delete;
   MappingTree& operator=(const MappingTree&) = delete;
-  MappingTree(MappingTree&& other) noexcept : nodes_{std::exchange(other.nodes_, {})} {}
+  MappingTree(MappingTree&&) noexcept = default;
   MappingTree& operator=(MappingTree&&) = delete;
   ~MappingTree() {
-    for (MappingNode* node : nodes_) const std::unique_ptr<MappingNode> freed{node};
+    nodes_.clear_and_dispose([](MappingNode* node) { const std::unique_ptr<MappingNode> freed{node}; });
   }
 
   [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
   [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
-  [[nodiscard]] iterator begin() noexcept { return iterator{nodes_.begin()}; }
-  [[nodiscard]] iterator end() noexcept { return iterator{nodes_.end()}; }
-  [[nodiscard]] iterator find(std::uintptr_t base) noexcept {
-    const iterator found = lower_bound(base);
-    return found != end() && found->record.base == base ? found : end();
-  }
-  [[nodiscard]] iterator lower_bound(std::uintptr_t base) noexcept {
-    return std::partition_point(begin(), end(), [base](const MappingNode& node) { return node.record.base < base; });
-  }
-  [[nodiscard]] iterator upper_bound(std::uintptr_t base) noexcept {
-    return std::partition_point(begin(), end(), [base](const MappingNode& node) { return node.record.base <= base; });
-  }
+  [[nodiscard]] iterator begin() noexcept { return nodes_.begin(); }
+  [[nodiscard]] iterator end() noexcept { return nodes_.end(); }
+  [[nodiscard]] iterator find(std::uintptr_t base) noexcept { return nodes_.find(base); }
+  [[nodiscard]] iterator lower_bound(std::uintptr_t base) noexcept { return nodes_.lower_bound(base); }
+  [[nodiscard]] iterator upper_bound(std::uintptr_t base) noexcept { return nodes_.upper_bound(base); }
   // The last mapping, which every mapping made in address order goes after.
-  [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.back()->record; }
+  [[nodiscard]] const MappingRecord* last() const noexcept { return empty() ? nullptr : &nodes_.crbegin()->record; }
 
-  // Room for one more mapping, so that adopting it cannot fail. May throw std::bad_alloc.
-  void make_room() {
-    if (nodes_.size() == nodes_.capacity()) grow();
-  }
-  // Links a node the caller owns and gives up, in front of `before` (which keeps the order); needs
-  // the room make_room made.
-  iterator adopt_before(const iterator& before, MappingNode& node) noexcept {
-    if (before == end()) {
-      nodes_.push_back(&node);  // cannot reallocate: make_room came first
-      return std::prev(end());
-    }
-    return adopt_inside(before, node);
-  }
+  // Links a node the caller owns and gives up, in front of `before` (which keeps the order). Out of
+  // line, so that the tree's rebalancing does not spread a map's own path over more cache lines.
+  [[gnu::noinline]] iterator adopt_before(const iterator& before, MappingNode& node) noexcept;
   // Unlinks one node and hands it back to the caller, who now owns it; returns the one after it.
   iterator release(const iterator& mapping, MappingNode*& released) noexcept {
     released = &*mapping;
-    return iterator{nodes_.erase(mapping.base())};
+    return nodes_.erase(mapping);
   }
 
  private:
-  [[gnu::noinline, gnu::cold]] void grow();
-  [[gnu::noinline]] iterator adopt_inside(const iterator& before, MappingNode& node) noexcept;
-
-  Nodes nodes_;
+  Set nodes_;
 };
 
 // A reservation and its mappings: what a map reads and writes of it shares one cache line.
@@ -210,12 +189,9 @@ class AddressSpace {
   // Books a mapping at the place place_for gave. May throw std::bad_alloc, and then books nothing.
   MappingTree::iterator add_mapping(Reservation& reservation, const MappingTree::iterator& before,
                                     const MappingRecord& record) {
-    MappingTree& mappings = reservation.mappings;
-    const auto place = before - mappings.begin();  // making room may move the array
-    mappings.make_room();
     MappingNode& node = take_node();
     node.record = record;
-    return mappings.adopt_before(mappings.begin() + place, node);
+    return reservation.mappings.adopt_before(before, node);
   }
   // Forgets one mapping; returns the one after it.
   MappingTree::iterator remove_mapping(Reservation& reservation, const MappingTree::iterator& mapping) noexcept;
