@@ -170,8 +170,9 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
 
 // Another thread may have released the allocation while the books were unlocked for a direct map,
 // so the failed mapping may have been the last use of its memory: then the caller frees it. Other
-// mappings may have been booked in the reservation meanwhile too, so the failed one is found again
-// by its address (it is still there: nothing unbooks a mapping the driver has not made).
+// threads may have booked and unbooked mappings around it meanwhile too, so it is found again by its
+// address rather than by a place taken before the lock was let go (it is still there: nothing
+// unbooks a mapping the driver has not made).
 std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reservation& reservation,
                                                                          std::uintptr_t address, Allocation& allocation,
                                                                          std::size_t size_before) {
