@@ -7,6 +7,7 @@
 
 #include "support/result_printing.hpp"
 #include "support/descriptors.hpp"
+#include "support/mappings.hpp"
 
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -16,7 +17,6 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <string>
 #include <system_error>
@@ -29,6 +29,7 @@ using namespace hipxx;
 namespace {
 
 using test_support::open_fds;
+using test_support::runtime_like_mapping_count;
 
 using Element = std::uint64_t;
 using Array = GrowableArray<Element>;
@@ -56,15 +57,6 @@ hipxxBookCounts books() {
 }
 
 // Descriptors open right now (the directory's own descriptor excluded).
-std::size_t maps_line_count() {
-  std::ifstream maps("/proc/self/maps");
-  std::size_t count = 0;
-  for (std::string line; std::getline(maps, line);) {
-    ++count;
-  }
-  return count;
-}
-
 std::size_t chunks_for(std::size_t elements) { return (elements * sizeof(Element) + kChunk - 1) / kChunk; }
 
 // Appends value_at(size()) ... value_at(size() + count - 1).
@@ -425,14 +417,14 @@ TEST_CASE("destroying arrays leaks no descriptor, mapping or book entry") {
   // And the counters themselves: under ASan their first run may be the first use of an allocator size
   // class, which maps a new heap region while /proc/self/maps is being read.
   (void)open_fds();
-  (void)maps_line_count();
+  (void)runtime_like_mapping_count();
   auto const fds = open_fds().size();
-  auto const maps = maps_line_count();
+  auto const maps = runtime_like_mapping_count();
   auto const counts = books();
   cycle();
   cycle();
   CHECK(open_fds().size() == fds);
-  CHECK(maps_line_count() == maps);
+  CHECK(runtime_like_mapping_count() == maps);
   CHECK(books().reservations == counts.reservations);
   CHECK(books().mappings == counts.mappings);
   CHECK(books().allocations == counts.allocations);

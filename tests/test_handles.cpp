@@ -8,6 +8,7 @@
 
 #include "support/result_printing.hpp"
 #include "support/descriptors.hpp"
+#include "support/mappings.hpp"
 
 #include <range/v3/view/filter.hpp>
 #include <range/v3/view/iota.hpp>
@@ -27,7 +28,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <list>
 #include <ranges>
 #include <span>
@@ -43,15 +43,7 @@ using namespace hipxx;
 namespace {
 
 using test_support::open_fd_count;
-
-std::size_t maps_line_count() {
-  std::ifstream maps("/proc/self/maps");
-  std::size_t count = 0;
-  for (std::string line; std::getline(maps, line);) {
-    ++count;
-  }
-  return count;
-}
+using test_support::runtime_like_mapping_count;
 
 hipxxBookCounts books() {
   hipxxBookCounts counts{};
@@ -799,13 +791,13 @@ TEST_CASE("a full lifecycle leaks no descriptor, no mapping and no book entry") 
   // synchronisation is where every such close has happened.
   REQUIRE(hipDeviceSynchronize() == hipSuccess);
   auto const fds = open_fd_count();
-  auto const maps = maps_line_count();
+  auto const maps = runtime_like_mapping_count();
   auto const counts = books();
   cycle();
   cycle();
   REQUIRE(hipDeviceSynchronize() == hipSuccess);
   CHECK(open_fd_count() == fds);
-  CHECK(maps_line_count() == maps);
+  CHECK(runtime_like_mapping_count() == maps);
   CHECK(books().reservations == counts.reservations);
   CHECK(books().mappings == counts.mappings);
   CHECK(books().allocations == counts.allocations);
