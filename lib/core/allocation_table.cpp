@@ -29,13 +29,13 @@ Allocation* AllocationTable::find(hipMemGenericAllocationHandle_t handle) const 
   return record->id == id && record->application_references > 0 ? record : nullptr;
 }
 
-bool AllocationTable::forget_if_unused(const Allocation& allocation) {
-  if (allocation.application_references > 0 || allocation.mappings > 0) return false;
+std::optional<backend::PhysicalHandle> AllocationTable::forget_if_unused(const Allocation& allocation) {
+  if (allocation.application_references > 0 || allocation.mappings > 0) return std::nullopt;
   const auto slot = static_cast<std::uint32_t>(slot_of(allocation.id));
   slots_[slot]->id |= kForgotten;
   // Cannot throw: add_slot keeps room in free_slots_ for every slot there is.
   free_slots_.push_back(slot);
-  return true;
+  return allocation.physical;
 }
 
 void AllocationTable::add_slot() {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 namespace hipxx::core {
@@ -42,8 +43,9 @@ class AllocationTable {
   // The record behind a handle the application may still use, or null.
   [[nodiscard]] Allocation* find(hipMemGenericAllocationHandle_t handle) const noexcept;
 
-  // Drops the record once nothing refers to it; the caller then frees the physical memory.
-  [[nodiscard]] bool forget_if_unused(const Allocation& allocation);
+  // Drops the record once nothing refers to it, and then gives the physical memory it named, which
+  // the caller frees.
+  [[nodiscard]] std::optional<backend::PhysicalHandle> forget_if_unused(const Allocation& allocation);
 
   [[nodiscard]] std::size_t size() const noexcept { return slots_.size() - free_slots_.size(); }
 

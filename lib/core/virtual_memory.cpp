@@ -107,9 +107,7 @@ hipMemGenericAllocationHandle_t Runtime::book_allocation_locked(backend::Physica
 
 std::optional<backend::PhysicalHandle> Runtime::drop_reference_locked(Allocation& allocation) {
   --allocation.application_references;
-  const backend::PhysicalHandle physical = allocation.physical;
-  if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
-  return physical;
+  return allocations_.forget_if_unused(allocation);
 }
 
 hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
@@ -178,9 +176,7 @@ std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reserva
                                                                          std::size_t size_before) {
   (void)address_space_.remove_mapping(reservation, reservation.mappings.find(address));
   if (--allocation.mappings == 0) allocation.size = size_before;
-  const backend::PhysicalHandle physical = allocation.physical;
-  if (!allocations_.forget_if_unused(allocation)) return std::nullopt;
-  return physical;
+  return allocations_.forget_if_unused(allocation);
 }
 
 hipError_t Runtime::unmap(void* ptr, std::size_t size) {
@@ -199,9 +195,8 @@ hipError_t Runtime::unmap(void* ptr, std::size_t size) {
     }
     mapping = address_space_.remove_mapping(*tiles.reservation, mapping);
     --record.allocation->mappings;
-    const backend::PhysicalHandle physical = record.allocation->physical;
-    if (allocations_.forget_if_unused(*record.allocation)) {
-      if (const hipError_t error = backend_->release_physical(physical); error != hipSuccess) result = error;
+    if (const auto unused = allocations_.forget_if_unused(*record.allocation)) {
+      if (const hipError_t error = backend_->release_physical(*unused); error != hipSuccess) result = error;
     }
   }
   return result;
