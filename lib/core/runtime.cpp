@@ -32,9 +32,11 @@ int host_device_count(std::string& error) {
   return count;
 }
 
+}  // namespace
+
 // Returned as a value, which the caller's static storage holds directly (no copy or move: a
 // runtime has neither).
-Runtime select_runtime() {
+Runtime Runtime::process_runtime() {
   const char* text = std::getenv("HIPXX_BACKEND");
   const std::string_view choice = text == nullptr || *text == '\0' ? std::string_view{"auto"} : text;
   std::string error;
@@ -56,10 +58,6 @@ Runtime select_runtime() {
   }
   return Runtime{nullptr, error};
 }
-
-}  // namespace
-
-Runtime Runtime::process_runtime() { return select_runtime(); }
 
 Runtime::Runtime(std::unique_ptr<backend::Backend> backend, std::string selection_error)
     : backend_(std::move(backend)),
