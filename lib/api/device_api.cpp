@@ -20,11 +20,11 @@ hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttrib
       *value = device.posix_fd_export ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
       break;
     // The stream-ordered pools and stream wait/write value are the runtime's own, on every backend.
-    case hipDeviceAttributeMemoryPoolsSupported: *value = 1; break;
+    case hipDeviceAttributeMemoryPoolsSupported:
     case hipDeviceAttributeCanUseStreamWaitValue: *value = 1; break;
     case hipDeviceAttributeManagedMemory: *value = device.managed_memory ? 1 : 0; break;
     case hipDeviceAttributeConcurrentManagedAccess: *value = device.concurrent_managed_access ? 1 : 0; break;
-    case hipDeviceAttributeStreamPrioritiesSupported: *value = 1; break;
+    case hipDeviceAttributeStreamPrioritiesSupported:
     case hipDeviceAttributeUnifiedAddressing: *value = 1; break;
     case hipDeviceAttributeIntegrated: *value = device.integrated ? 1 : 0; break;
     case hipDeviceAttributeMultiprocessorCount: *value = device.multiprocessor_count; break;

@@ -20,6 +20,8 @@ class DeviceScope {
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
+  DeviceScope(DeviceScope&&) = delete;
+  DeviceScope& operator=(DeviceScope&&) = delete;
   ~DeviceScope() { (void)runtime_.set_current_device(previous_); }
 
  private:
@@ -117,7 +119,7 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
     const DeviceScope scope{runtime_, description_.device};
     // The runtime's ordinary import checks the descriptor (the host backend: a memfd of the right
     // mode; CUDA: an exported allocation) and dups it; ours is closed right after.
-    const auto os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd.get()));
+    auto* const os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd.get()));
     if (const hipError_t error = runtime_.import_handle(&handle, os_handle, hipMemHandleTypePosixFileDescriptor);
         error != hipSuccess) {
       return error;

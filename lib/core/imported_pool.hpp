@@ -32,6 +32,8 @@ class ImportedPool {
   ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescription& description, std::uintptr_t base);
   ImportedPool(const ImportedPool&) = delete;
   ImportedPool& operator=(const ImportedPool&) = delete;
+  ImportedPool(ImportedPool&&) = delete;
+  ImportedPool& operator=(ImportedPool&&) = delete;
   // Unmaps what is still mapped and gives the mirror range back.
   ~ImportedPool();
 

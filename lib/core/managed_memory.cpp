@@ -19,6 +19,17 @@ Value common(const std::vector<PageState>& states, Value mixed, Read read) {
   return uniform ? first : mixed;
 }
 
+// The allocation holding all of [address, address + bytes), or null: one body for both find()s.
+template <class Allocations>
+auto containing(Allocations& allocations, std::uintptr_t address, std::size_t bytes)
+    -> decltype(&allocations.begin()->second) {
+  auto after = allocations.upper_bound(address);
+  if (after == allocations.begin()) return nullptr;
+  auto& candidate = std::prev(after)->second;
+  const std::uintptr_t end = candidate.base + candidate.size;
+  return address < end && bytes <= end - address ? &candidate : nullptr;
+}
+
 }  // namespace
 
 void ManagedMemory::add(std::uintptr_t base, std::size_t size, unsigned attach_flags) {
@@ -34,15 +45,11 @@ void ManagedMemory::remove(std::uintptr_t base) {
 }
 
 ManagedAllocation* ManagedMemory::find(std::uintptr_t address, std::size_t bytes) {
-  auto after = allocations_.upper_bound(address);
-  if (after == allocations_.begin()) return nullptr;
-  ManagedAllocation& candidate = std::prev(after)->second;
-  const std::uintptr_t end = candidate.base + candidate.size;
-  return address < end && bytes <= end - address ? &candidate : nullptr;
+  return containing(allocations_, address, bytes);
 }
 
 const ManagedAllocation* ManagedMemory::find(std::uintptr_t address, std::size_t bytes) const {
-  return const_cast<ManagedMemory*>(this)->find(address, bytes);
+  return containing(allocations_, address, bytes);
 }
 
 bool ManagedMemory::covers(std::uintptr_t address, std::size_t bytes) const {
@@ -143,7 +150,7 @@ std::optional<unsigned> ManagedMemory::attach_flags(std::uintptr_t base) const {
 }
 
 std::vector<PageState> ManagedMemory::states_over(const ManagedAllocation& allocation, std::uintptr_t address,
-                                                  std::size_t bytes) const {
+                                                  std::size_t bytes) {
   std::vector<PageState> states;
   const std::uintptr_t end = address + bytes;
   for (auto run = std::prev(allocation.runs.upper_bound(address)); run != allocation.runs.end() && run->first < end;
@@ -169,7 +176,7 @@ hipError_t ManagedMemory::query(hipMemRangeAttribute attribute, std::uintptr_t a
   switch (attribute) {
     case hipMemRangeAttributeReadMostly:
       return single(
-          std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }));
+          std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }) ? 1 : 0);
     case hipMemRangeAttributePreferredLocation:
       return single(
           common(states, hipInvalidDeviceId, [](const PageState& state) { return state.preferred_location; }));

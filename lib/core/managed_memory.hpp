@@ -56,8 +56,8 @@ class ManagedMemory {
   void change_pages(ManagedAllocation& allocation, std::uintptr_t address, std::size_t bytes, Change&& change);
   [[nodiscard]] ManagedAllocation* find(std::uintptr_t address, std::size_t bytes);
   [[nodiscard]] const ManagedAllocation* find(std::uintptr_t address, std::size_t bytes) const;
-  [[nodiscard]] std::vector<PageState> states_over(const ManagedAllocation& allocation, std::uintptr_t address,
-                                                   std::size_t bytes) const;
+  [[nodiscard]] static std::vector<PageState> states_over(const ManagedAllocation& allocation, std::uintptr_t address,
+                                                          std::size_t bytes);
 
   std::size_t page_;
   mutable std::mutex mutex_;

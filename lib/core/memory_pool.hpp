@@ -113,12 +113,12 @@ struct StreamFreeList {
   // The stream while it exists; null once it has been destroyed, after all of its work. Weakly
   // held: a cached block must not keep a destroyed stream's worker alive.
   [[nodiscard]] std::shared_ptr<Stream> freeing_stream() const {
-    if (immortal) return {std::shared_ptr<Stream>{}, const_cast<Stream*>(stream)};
+    if (immortal) return {std::shared_ptr<Stream>{}, stream};
     return owner.lock();
   }
 
   const std::uint64_t serial;
-  const Stream* const stream;
+  Stream* const stream;
   const std::weak_ptr<Stream> owner;
   const bool immortal;  // a null stream lives as long as the process
   SpinLock lock;

@@ -47,7 +47,7 @@ PoolBroker::~PoolBroker() {
 
 void PoolBroker::wake() const noexcept {
   const std::uint64_t one = 1;
-  (void)!::write(wake_.get(), &one, sizeof one);  // a full counter already means "wake up"
+  (void)(::write(wake_.get(), &one, sizeof one) < 0);  // a full counter already means "wake up"
 }
 
 hipError_t PoolBroker::serve(const std::shared_ptr<MemoryPool>& pool, const PoolToken& token, OwnedFd* exported) {
@@ -66,7 +66,7 @@ hipError_t PoolBroker::serve(const std::shared_ptr<MemoryPool>& pool, const Pool
 
 bool PoolBroker::take_queued(std::vector<Entry>& entries) {
   std::uint64_t count = 0;
-  (void)!::read(wake_.get(), &count, sizeof count);
+  (void)(::read(wake_.get(), &count, sizeof count) < 0);
   std::lock_guard lock{mutex_};
   for (Entry& entry : queued_) entries.push_back(std::move(entry));
   queued_.clear();

@@ -30,6 +30,8 @@ class PoolBroker {
   explicit PoolBroker(Runtime& runtime);
   PoolBroker(const PoolBroker&) = delete;
   PoolBroker& operator=(const PoolBroker&) = delete;
+  PoolBroker(PoolBroker&&) = delete;
+  PoolBroker& operator=(PoolBroker&&) = delete;
   // Stops the thread and closes every socket it holds.
   ~PoolBroker();
 
@@ -51,7 +53,7 @@ class PoolBroker {
   [[nodiscard]] bool take_queued(std::vector<Entry>& entries);
   // Answers one request; false when the socket should be closed.
   [[nodiscard]] bool answer(std::vector<Entry>& entries, std::size_t index);
-  [[nodiscard]] bool open_channel(std::vector<Entry>& entries, std::size_t index);
+  [[nodiscard]] static bool open_channel(std::vector<Entry>& entries, std::size_t index);
   [[nodiscard]] bool send_chunk(const Entry& entry, const BrokerRequest& request);
 
   Runtime& runtime_;

@@ -37,7 +37,7 @@ PoolRegistry::PoolRegistry(Runtime& runtime, int device_count)
 
 void PoolRegistry::publish_current_locked(int device) {
   const auto index = static_cast<std::size_t>(device);
-  const hipMemPool_t current = current_pools_[index];
+  ihipMemPoolHandle_t* const current = current_pools_[index];
   const bool is_default = current == nullptr || current == default_pools_[index];
   current_published_[index].store(is_default ? default_published_[index].load(std::memory_order_relaxed) : nullptr,
                                   std::memory_order_release);
@@ -45,7 +45,7 @@ void PoolRegistry::publish_current_locked(int device) {
 
 // Work queued before a free into the pool may still use its memory: that work's streams keep the
 // pool alive until they have run it, as the last owners.
-void PoolRegistry::retire(std::shared_ptr<MemoryPool> pool) {
+void PoolRegistry::retire(const std::shared_ptr<MemoryPool>& pool) {
   for (const std::shared_ptr<Stream>& stream : pool->pending_free_streams()) {
     stream->enqueue([pool] { return hipSuccess; });
   }
@@ -92,7 +92,7 @@ hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
     unlisted = doomed->drained() && by_address_.erase(doomed->base()) > 0;
   }
   // The last reference may be this one: its memory is unmapped outside the registry's lock.
-  if (unlisted) retire(std::move(doomed));
+  if (unlisted) retire(doomed);
   doomed.reset();
   return hipSuccess;
 }
@@ -133,7 +133,7 @@ hipError_t PoolRegistry::current_pool(int device, hipMemPool_t* pool) {
   if (pool == nullptr) return hipErrorInvalidValue;
   if (!runtime_.valid_device(device)) return hipErrorInvalidDevice;
   std::lock_guard lock{mutex_};
-  const hipMemPool_t current = current_pools_.at(static_cast<std::size_t>(device));
+  ihipMemPoolHandle_t* const current = current_pools_.at(static_cast<std::size_t>(device));
   if (current != nullptr) {
     *pool = current;
     return hipSuccess;
@@ -190,7 +190,7 @@ void PoolRegistry::forget_if_drained(const std::shared_ptr<MemoryPool>& pool) {
     released = std::move(found->second);
     by_address_.erase(found);
   }
-  retire(std::move(released));
+  retire(released);
 }
 
 void PoolRegistry::trim_to_thresholds(int device) {

@@ -43,8 +43,9 @@ class PoolRegistry {
   [[nodiscard]] hipError_t default_pool_locked(int device, hipMemPool_t* pool);
   hipMemPool_t add_locked(std::shared_ptr<MemoryPool> pool);
   void publish_current_locked(int device);
-  // Drops the registry's reference to a pool it no longer lists.
-  static void retire(std::shared_ptr<MemoryPool> pool);
+  // Has the streams with frees into a pool the registry no longer lists keep it alive; the caller then
+  // drops the registry's reference.
+  static void retire(const std::shared_ptr<MemoryPool>& pool);
 
   static constexpr std::uintptr_t kIdStep = 16;
   Runtime& runtime_;

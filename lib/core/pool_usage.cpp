@@ -15,7 +15,7 @@ class ShardSlots {
  public:
   std::size_t take() {
     std::lock_guard lock{mutex_};
-    const auto least = std::min_element(users_.begin(), users_.end());
+    auto* const least = std::min_element(users_.begin(), users_.end());
     ++*least;
     return static_cast<std::size_t>(least - users_.begin());
   }
@@ -31,7 +31,7 @@ class ShardSlots {
 
 ShardSlots& shard_slots() {
   // Never destroyed: threads may still exit, and give their index back, after static destructors.
-  static ShardSlots* const slots = new ShardSlots;
+  static auto* const slots = new ShardSlots;  // NOLINT(cppcoreguidelines-owning-memory): leaked on purpose
   return *slots;
 }
 
@@ -42,6 +42,8 @@ struct ShardLease {
   ShardLease() = default;
   ShardLease(const ShardLease&) = delete;
   ShardLease& operator=(const ShardLease&) = delete;
+  ShardLease(ShardLease&&) = delete;
+  ShardLease& operator=(ShardLease&&) = delete;
   ~ShardLease() {
     if (index < PoolUsage::kShardCount) shard_slots().give_back(index);
   }

@@ -84,7 +84,8 @@ bool is_seqpacket_socket(int fd) noexcept {
 }
 
 bool send_message(int socket, const void* data, std::size_t bytes, int fd) noexcept {
-  iovec io{.iov_base = const_cast<void*>(data), .iov_len = bytes};  // sendmsg only reads it
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): iovec's base is not const; sendmsg only reads it
+  iovec io{.iov_base = const_cast<void*>(data), .iov_len = bytes};
   ControlBuffer control{};
   msghdr message{};
   message.msg_iov = &io;

@@ -110,7 +110,7 @@ void adopt_device(int device) noexcept {
 
 bool Runtime::on_stream_thread() noexcept { return stream_thread; }
 
-hipError_t Runtime::set_current_device(int device) noexcept {
+hipError_t Runtime::set_current_device(int device) const noexcept {
   if (!valid_device(device)) return hipErrorInvalidDevice;
   current_device_ordinal = device;
   return hipSuccess;
@@ -386,13 +386,14 @@ hipError_t Runtime::pointer_attributes(hipPointerAttribute_t* attributes, const 
     const bool managed = linear->kind == LinearKind::managed;
     found.type = managed ? hipMemoryTypeManaged : hipMemoryTypeDevice;
     found.device = linear->device;
-    found.devicePointer = const_cast<void*>(ptr);
-    found.hostPointer = managed ? const_cast<void*>(ptr) : nullptr;
+    // HIP's struct has non-const pointers; the caller's memory is not written through them.
+    found.devicePointer = const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    found.hostPointer = managed ? const_cast<void*>(ptr) : nullptr;  // NOLINT(cppcoreguidelines-pro-type-const-cast)
     found.isManaged = managed ? 1 : 0;
   } else if (const MappingRecord* mapping = address_space_.mapping_containing(address)) {
     found.type = hipMemoryTypeDevice;
     found.device = mapping->allocation->properties.location.id;
-    found.devicePointer = const_cast<void*>(ptr);
+    found.devicePointer = const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast): as above
   }
   // Memory the books do not know is the host's own, unregistered: reported, not refused.
   *attributes = found;

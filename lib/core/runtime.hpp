@@ -56,7 +56,7 @@ class alignas(64) Runtime {
   [[nodiscard]] static int current_device() noexcept;
   // Whether the calling thread is a stream's own, running its host tasks.
   [[nodiscard]] static bool on_stream_thread() noexcept;
-  [[nodiscard]] hipError_t set_current_device(int device) noexcept;
+  [[nodiscard]] hipError_t set_current_device(int device) const noexcept;
 
   // Virtual memory management.
   [[nodiscard]] hipError_t reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint,

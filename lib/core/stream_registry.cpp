@@ -1,10 +1,12 @@
 #include "core/stream_registry.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace hipxx::core {
 namespace {
 
+// NOLINTNEXTLINE(cppcoreguidelines-pro-type-cstyle-cast): the cast is HIP's, inside its C macro hipStreamLegacy
 bool names_null_stream(hipStream_t stream) noexcept { return stream == nullptr || stream == hipStreamLegacy; }
 
 // Per-thread default streams die with their thread, through the registry that made them, which
@@ -13,6 +15,11 @@ struct PerThreadStreams {
   StreamRegistry* registry = nullptr;
   std::uint64_t registry_serial = 0;
   std::map<int, hipStream_t> by_device;
+  PerThreadStreams() = default;
+  PerThreadStreams(const PerThreadStreams&) = delete;
+  PerThreadStreams& operator=(const PerThreadStreams&) = delete;
+  PerThreadStreams(PerThreadStreams&&) = delete;
+  PerThreadStreams& operator=(PerThreadStreams&&) = delete;
   ~PerThreadStreams() {
     for (const auto& [device, stream] : by_device) (void)registry->destroy(stream);
   }
@@ -38,6 +45,8 @@ struct MarksThreadStateGone {
   MarksThreadStateGone() = default;
   MarksThreadStateGone(const MarksThreadStateGone&) = delete;
   MarksThreadStateGone& operator=(const MarksThreadStateGone&) = delete;
+  MarksThreadStateGone(MarksThreadStateGone&&) = delete;
+  MarksThreadStateGone& operator=(MarksThreadStateGone&&) = delete;
   ~MarksThreadStateGone() { thread_state_gone = true; }
 };
 
@@ -120,7 +129,7 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
 }
 
 const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int current_device) {
-  if (stream == hipStreamPerThread) {
+  if (stream == hipStreamPerThread) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast): HIP's C macro
     PerThreadStreams& per_thread = thread_state.per_thread;
     if (per_thread.registry_serial != serial_) {
       // Handles of another registry's (a runtime of a test's own, gone or not) name nothing here.
@@ -276,11 +285,10 @@ bool StreamRegistry::device_idle(int device) const {
   for (const auto& [id, stream] : streams_) {
     if (stream->traits().device == device && !stream->idle()) return false;
   }
-  for (const std::weak_ptr<Stream>& retired : retiring_) {
+  return std::ranges::all_of(retiring_, [device](const std::weak_ptr<Stream>& retired) {
     const std::shared_ptr<Stream> stream = retired.lock();
-    if (stream && stream->traits().device == device && !stream->idle()) return false;
-  }
-  return true;
+    return !stream || stream->traits().device != device || stream->idle();
+  });
 }
 
 std::size_t StreamRegistry::live_streams() const {

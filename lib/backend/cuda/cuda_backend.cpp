@@ -608,6 +608,7 @@ class CudaBackend final : public Backend {
   }
 
   [[nodiscard]] std::vector<CUmemAccess_flags> no_access() const {
+    // NOLINTNEXTLINE(modernize-return-braced-init-list): {count, value} would read as a two-element list
     return std::vector<CUmemAccess_flags>(devices_.size(), cuda::CU_MEM_ACCESS_FLAGS_PROT_NONE);
   }
 
@@ -729,6 +730,7 @@ class CudaBackend final : public Backend {
   }
 
   // Takes every device's access to one mapping away by mapping its allocation afresh.
+  // NOLINTNEXTLINE(readability-make-member-function-const): it changes `mapping`, an entry of this backend's table
   hipError_t remap_locked(CUdeviceptr va, MappingState& mapping) {
     if (mapping.mapped) {
       if (const CUresult result = api_.cuMemUnmap(va, mapping.size); result != cuda::CUDA_SUCCESS) {
@@ -794,9 +796,9 @@ std::size_t granularity_of(const DriverApi& api, CUdevice device, bool posix_fd,
 
 DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordinal) {
   DeviceProperties properties;
-  char name[256] = {};
-  properties.name = api.cuDeviceGetName(name, static_cast<int>(sizeof name) - 1, device) == cuda::CUDA_SUCCESS
-                        ? std::string{name}
+  std::array<char, 256> name{};
+  properties.name = api.cuDeviceGetName(name.data(), static_cast<int>(name.size()) - 1, device) == cuda::CUDA_SUCCESS
+                        ? std::string{name.data()}
                         : "CUDA device " + std::to_string(ordinal);
   std::size_t total = 0;
   if (api.cuDeviceTotalMem_v2(&total, device) == cuda::CUDA_SUCCESS) properties.total_memory = total;

@@ -179,7 +179,7 @@ using CUstreamCallback = void (*)(CUstream stream, CUresult status, void* data);
 
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 // The legacy default stream, which synchronises with every blocking stream of its context.
-inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
+inline CUstream_st* const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
 inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;

@@ -103,6 +103,10 @@ ProgressWords& progress_words() {
 class CudaTimestamp final : public Timestamp {
  public:
   CudaTimestamp(const QueueDevice& device, CUevent event) : device_(device), event_(event) {}
+  CudaTimestamp(const CudaTimestamp&) = delete;
+  CudaTimestamp& operator=(const CudaTimestamp&) = delete;
+  CudaTimestamp(CudaTimestamp&&) = delete;
+  CudaTimestamp& operator=(CudaTimestamp&&) = delete;
   ~CudaTimestamp() override {
     if (bind(device_) == hipSuccess) (void)device_.queues->cuEventDestroy_v2(event_);
   }
@@ -126,6 +130,10 @@ class CudaQueue final : public Queue {
  public:
   CudaQueue(const QueueDevice& device, CUstream stream, bool owned, Words* words)
       : device_(device), stream_(stream), owned_(owned), words_(words) {}
+  CudaQueue(const CudaQueue&) = delete;
+  CudaQueue& operator=(const CudaQueue&) = delete;
+  CudaQueue(CudaQueue&&) = delete;
+  CudaQueue& operator=(CudaQueue&&) = delete;
 
   // The device may still write the progress word: the stream finishes before the words go.
   ~CudaQueue() override {
@@ -135,7 +143,7 @@ class CudaQueue final : public Queue {
     progress_words().give_back(words_);
   }
 
-  std::uint64_t progress() const noexcept override {
+  [[nodiscard]] std::uint64_t progress() const noexcept override {
     return std::atomic_ref<std::uint64_t>{words_->progress}.load(std::memory_order_acquire);
   }
 

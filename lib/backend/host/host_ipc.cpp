@@ -2,7 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -79,6 +79,8 @@ class NamesToUnlinkAtExit {
   NamesToUnlinkAtExit() = default;
   NamesToUnlinkAtExit(const NamesToUnlinkAtExit&) = delete;
   NamesToUnlinkAtExit& operator=(const NamesToUnlinkAtExit&) = delete;
+  NamesToUnlinkAtExit(NamesToUnlinkAtExit&&) = delete;
+  NamesToUnlinkAtExit& operator=(NamesToUnlinkAtExit&&) = delete;
   ~NamesToUnlinkAtExit() {
     std::lock_guard lock{mutex_};
     for (const auto& [name, exporter] : names_) {
@@ -116,7 +118,7 @@ IpcExports::IpcExports() {
   DIR* directory = opendir("/dev/shm");
   if (directory == nullptr) return;
   while (const dirent* entry = readdir(directory)) {
-    const std::string_view name{entry->d_name};
+    const std::string_view name{static_cast<const char*>(entry->d_name)};
     if (!name.starts_with(kNamePrefix)) continue;
     const pid_t owner = static_cast<pid_t>(std::atol(name.substr(kNamePrefix.size()).data()));
     if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {

@@ -73,6 +73,10 @@ class HostTimestamp final : public Timestamp {
 class HostQueue final : public Queue {
  public:
   explicit HostQueue(Backend& backend) : backend_(backend), worker_([this] { run(); }) {}
+  HostQueue(const HostQueue&) = delete;
+  HostQueue& operator=(const HostQueue&) = delete;
+  HostQueue(HostQueue&&) = delete;
+  HostQueue& operator=(HostQueue&&) = delete;
 
   ~HostQueue() override {
     {
@@ -83,7 +87,7 @@ class HostQueue final : public Queue {
     worker_.join();
   }
 
-  std::uint64_t progress() const noexcept override { return progress_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t progress() const noexcept override { return progress_.load(std::memory_order_acquire); }
 
   hipError_t write_mark(std::uint64_t sequence) override {
     return push([this, sequence] { progress_.store(sequence, std::memory_order_release); });
