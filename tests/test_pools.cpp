@@ -267,6 +267,62 @@ TEST_CASE("hipFree releases a stream-ordered allocation") {
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
+TEST_CASE("the application's virtual memory calls do not reach into a pool's memory") {
+  // A pool reserves and maps its memory through the same books as hipMemAddressReserve. An unmap,
+  // a free, a map into its holes or a change of access by the application would take the memory
+  // from under the blocks it gave out, so every one of those is refused as for memory the
+  // application never reserved, whatever range is named.
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  hipStream_t stream = make_stream();
+  constexpr std::size_t kBytes = 8192;
+  char* const block = static_cast<char*>(pool_alloc(pool, kBytes, stream));
+  const std::vector<unsigned char> data = pattern(kBytes, 41);
+  REQUIRE(hipMemcpy(block, data.data(), kBytes, hipMemcpyHostToDevice) == hipSuccess);
+  const std::uint64_t reserved = get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+  REQUIRE(reserved >= kBytes);
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = device_location(0);
+  std::size_t granularity = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&granularity, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+  const hipxxBookCounts before = books();
+
+  hipMemGenericAllocationHandle_t retained = nullptr;
+  CHECK(hipMemRetainAllocationHandle(&retained, block) == hipErrorInvalidValue);
+  CHECK(retained == nullptr);
+  const hipMemAccessDesc none = access_desc(0, hipMemAccessFlagsProtNone);
+  // Whole chunks from the block's start, and the whole reservation at any size up to 1 TiB.
+  for (std::size_t size = granularity; size <= reserved; size *= 2) {
+    CAPTURE(size);
+    CHECK(hipMemSetAccess(block, size, &none, 1) == hipErrorInvalidValue);
+    CHECK(hipMemUnmap(block, size) == hipErrorInvalidValue);
+  }
+  for (std::size_t size = granularity; size <= (std::size_t{1} << 40); size *= 2) {
+    CAPTURE(size);
+    CHECK(hipMemAddressFree(block, size) == hipErrorInvalidValue);
+  }
+  // The pool's reservation goes on past its mapped chunks: no allocation of the application's
+  // goes there.
+  hipMemGenericAllocationHandle_t own = nullptr;
+  REQUIRE(hipMemCreate(&own, granularity, &prop, 0) == hipSuccess);
+  CHECK(hipMemMap(block + reserved, granularity, 0, own, 0) == hipErrorInvalidValue);
+  CHECK(hipMemRelease(own) == hipSuccess);
+  CHECK(books() == before);
+
+  // The pool and its block are as they were.
+  CHECK(read_back(block, kBytes) == data);
+  char* const second = static_cast<char*>(pool_alloc(pool, kBytes, stream));
+  REQUIRE(hipMemsetAsync(second, 0x5a, kBytes, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(read_back(second, kBytes) == std::vector<unsigned char>(kBytes, 0x5a));
+  CHECK(hipFreeAsync(second, stream) == hipSuccess);
+  CHECK(hipFreeAsync(block, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Creation and destruction
 

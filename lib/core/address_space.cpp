@@ -30,16 +30,18 @@ AddressSpace::~AddressSpace() {
   }
 }
 
-void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size) {
+void AddressSpace::add_reservation(std::uintptr_t base, std::size_t size, Holder holder) {
   Reservation* added = nullptr;
   if (spare_reservations_.empty()) {
-    added = &reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}}).first->second;
+    added = &reservations_.emplace(base, Reservation{.base = base, .size = size, .mappings = {}, .holder = holder})
+                 .first->second;
   } else {
     ReservationMap::node_type node = std::move(spare_reservations_.back());
     spare_reservations_.pop_back();
     node.key() = base;
     node.mapped().base = base;
     node.mapped().size = size;  // its mappings are empty: only an empty reservation is ever freed
+    node.mapped().holder = holder;
     added = &reservations_.insert(std::move(node)).position->second;
   }
   last_found_.store(added, std::memory_order_relaxed);  // a map into it usually comes next
@@ -122,6 +124,11 @@ MappingRecord* AddressSpace::mapping_in(MappingTree& mappings, std::uintptr_t ad
 MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address) {
   Reservation* reservation = reservation_containing(address);
   return reservation == nullptr ? nullptr : mapping_in(reservation->mappings, address);
+}
+
+MappingRecord* AddressSpace::mapping_containing(std::uintptr_t address, Holder holder) {
+  Reservation* reservation = reservation_containing(address);
+  return reservation == nullptr || reservation->holder != holder ? nullptr : mapping_in(reservation->mappings, address);
 }
 
 void AddressSpace::add_linear(const LinearAllocation& allocation) { linear_.emplace(allocation.base, allocation); }

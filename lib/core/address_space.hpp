@@ -124,11 +124,18 @@ class MappingTree {
   Set nodes_;
 };
 
+// Whose a reservation is. A memory pool reserves its address range through the same books as the
+// application, but hands it out block by block: the application's own virtual memory calls must
+// see it as no reservation of theirs, or an unmap or free of it would pull memory from under every
+// block the pool has given out.
+enum class Holder : std::uint8_t { application, runtime };
+
 // A reservation and its mappings: what a map reads and writes of it shares one cache line.
 struct alignas(64) Reservation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   MappingTree mappings;
+  Holder holder = Holder::application;
 
   [[nodiscard]] std::uintptr_t end() const noexcept { return base + size; }
   [[nodiscard]] bool contains(std::uintptr_t address, std::size_t bytes) const noexcept {
@@ -167,7 +174,7 @@ class AddressSpace {
   ~AddressSpace();
 
   // May throw std::bad_alloc, and then books nothing.
-  void add_reservation(std::uintptr_t base, std::size_t size);
+  void add_reservation(std::uintptr_t base, std::size_t size, Holder holder);
   void remove_reservation(std::uintptr_t base);
   [[nodiscard]] Reservation* reservation_at(std::uintptr_t base);
   // The reservation holding every byte of [address, address + bytes), if one does.
@@ -200,6 +207,8 @@ class AddressSpace {
   // when the range has a gap or cuts a mapping.
   [[nodiscard]] Tiling tiling(std::uintptr_t address, std::size_t bytes);
   [[nodiscard]] MappingRecord* mapping_containing(std::uintptr_t address);
+  // The same, only in a reservation of the given holder.
+  [[nodiscard]] MappingRecord* mapping_containing(std::uintptr_t address, Holder holder);
 
   void add_linear(const LinearAllocation& allocation);
   [[nodiscard]] std::optional<LinearAllocation> take_linear(std::uintptr_t base);

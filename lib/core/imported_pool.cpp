@@ -55,7 +55,7 @@ hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, const PoolDes
   // Chunks are mapped whole at multiples of their size: they must be granular here too.
   if (chunk % granularity != 0) return hipErrorInvalidValue;
   void* base = nullptr;
-  if (const hipError_t error = runtime.reserve(&base, static_cast<std::size_t>(total), 0, nullptr, 0);
+  if (const hipError_t error = runtime.reserve(&base, static_cast<std::size_t>(total), 0, nullptr, 0, Holder::runtime);
       error != hipSuccess) {
     return error;
   }
@@ -77,7 +77,8 @@ ImportedPool::~ImportedPool() {
   for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
     if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
   }
-  (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), static_cast<std::size_t>(description_.virtual_bytes));
+  (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), static_cast<std::size_t>(description_.virtual_bytes),
+                                  Holder::runtime);
 }
 
 bool ImportedPool::accepts(const PointerExportData& data) const noexcept {
@@ -129,13 +130,13 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
   const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
   void* const at = chunk_address(chunk);
   // map() refuses an allocation whose size is known and differs from the chunk's.
-  hipError_t error = runtime_.map(at, bytes, 0, handle, 0);
+  hipError_t error = runtime_.map(at, bytes, 0, handle, 0, Holder::runtime);
   // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not.
   (void)runtime_.release(handle);
   if (error != hipSuccess) return error;
-  error = runtime_.set_access(at, bytes, access_.list());
+  error = runtime_.set_access(at, bytes, access_.list(), Holder::runtime);
   if (error != hipSuccess) {
-    (void)runtime_.unmap(at, bytes);
+    (void)runtime_.unmap(at, bytes, Holder::runtime);
     return error;
   }
   ++mapped_chunks_;
@@ -144,7 +145,7 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
 }
 
 void ImportedPool::unmap_chunk(std::size_t chunk) {
-  (void)runtime_.unmap(chunk_address(chunk), static_cast<std::size_t>(description_.chunk_bytes));
+  (void)runtime_.unmap(chunk_address(chunk), static_cast<std::size_t>(description_.chunk_bytes), Holder::runtime);
   --mapped_chunks_;
 }
 

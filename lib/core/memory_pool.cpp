@@ -140,7 +140,9 @@ hipError_t MemoryPool::create(Runtime& runtime, const hipMemPoolProps& propertie
   const std::size_t virtual_bytes =
       properties.maxSize == 0 ? kDefaultVirtualBytes : round_up(properties.maxSize, chunk_bytes);
   void* base = nullptr;
-  if (const hipError_t error = runtime.reserve(&base, virtual_bytes, 0, nullptr, 0); error != hipSuccess) return error;
+  if (const hipError_t error = runtime.reserve(&base, virtual_bytes, 0, nullptr, 0, Holder::runtime);
+      error != hipSuccess)
+    return error;
   *out = std::make_shared<MemoryPool>(runtime, properties, chunk_bytes, virtual_bytes, base);
   return hipSuccess;
 }
@@ -163,7 +165,7 @@ MemoryPool::~MemoryPool() {
   for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
     if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
   }
-  (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), virtual_bytes_);
+  (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), virtual_bytes_, Holder::runtime);
 }
 
 hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
@@ -382,14 +384,14 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
     return error;
   }
   void* at = reinterpret_cast<void*>(base_ + chunk * chunk_bytes_);
-  hipError_t error = runtime_.map(at, chunk_bytes_, 0, handle, 0);
+  hipError_t error = runtime_.map(at, chunk_bytes_, 0, handle, 0, Holder::runtime);
   // The mapping keeps the physical memory alive; the pool needs no handle of its own.
   (void)runtime_.release(handle);
   if (error != hipSuccess) return error;
   const std::vector<hipMemAccessDesc> access = access_.list();
-  error = runtime_.set_access(at, chunk_bytes_, access);
+  error = runtime_.set_access(at, chunk_bytes_, access, Holder::runtime);
   if (error != hipSuccess) {
-    (void)runtime_.unmap(at, chunk_bytes_);
+    (void)runtime_.unmap(at, chunk_bytes_, Holder::runtime);
     return error;
   }
   ++mapped_chunks_;
@@ -398,7 +400,7 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
 }
 
 void MemoryPool::unmap_chunk(std::size_t chunk) {
-  (void)runtime_.unmap(reinterpret_cast<void*>(base_ + chunk * chunk_bytes_), chunk_bytes_);
+  (void)runtime_.unmap(reinterpret_cast<void*>(base_ + chunk * chunk_bytes_), chunk_bytes_, Holder::runtime);
   --mapped_chunks_;
 }
 

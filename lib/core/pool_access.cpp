@@ -37,11 +37,12 @@ hipError_t PoolAccess::set(Runtime& runtime, std::span<const hipMemAccessDesc> d
   const std::vector<hipMemAccessDesc> wanted = list();
   for (std::size_t chunk = 0; chunk < chunk_users.size(); ++chunk) {
     if (chunk_users[chunk] == 0) continue;
-    if (const hipError_t error = runtime.set_access(chunk_at(chunk), chunk_bytes, wanted); error != hipSuccess) {
+    if (const hipError_t error = runtime.set_access(chunk_at(chunk), chunk_bytes, wanted, Holder::runtime);
+        error != hipSuccess) {
       flags_ = before;
       const std::vector<hipMemAccessDesc> restore = list();
       for (std::size_t undo = 0; undo < chunk; ++undo) {
-        if (chunk_users[undo] > 0) (void)runtime.set_access(chunk_at(undo), chunk_bytes, restore);
+        if (chunk_users[undo] > 0) (void)runtime.set_access(chunk_at(undo), chunk_bytes, restore, Holder::runtime);
       }
       return error;
     }

@@ -145,7 +145,8 @@ bool PoolBroker::send_chunk(const Entry& entry, const BrokerRequest& request) {
   // that is not mapped now has none, and the importer is told so.
   void* const at = reinterpret_cast<void*>(pool->base() + request.chunk * pool->chunk_bytes());
   hipMemGenericAllocationHandle_t handle = nullptr;
-  if (const hipError_t error = runtime_.retain(&handle, at); error != hipSuccess) return send_status(socket, error);
+  if (const hipError_t error = runtime_.retain(&handle, at, Holder::runtime); error != hipSuccess)
+    return send_status(socket, error);
   int fd = -1;
   const hipError_t exported = runtime_.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0);
   (void)runtime_.release(handle);

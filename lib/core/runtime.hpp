@@ -58,17 +58,20 @@ class alignas(64) Runtime {
   [[nodiscard]] static bool on_stream_thread() noexcept;
   [[nodiscard]] hipError_t set_current_device(int device) const noexcept;
 
-  // Virtual memory management.
+  // Virtual memory management. The calls that change a reservation or its mappings act only on
+  // reservations of the holder they are made for: the application's entry points use the default,
+  // the runtime's pools pass Holder::runtime for their own ranges.
   [[nodiscard]] hipError_t reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint,
-                                   unsigned long long flags);
-  [[nodiscard]] hipError_t free_reservation(void* ptr, std::size_t size);
+                                   unsigned long long flags, Holder holder = Holder::application);
+  [[nodiscard]] hipError_t free_reservation(void* ptr, std::size_t size, Holder holder = Holder::application);
   [[nodiscard]] hipError_t create(hipMemGenericAllocationHandle_t* handle, std::size_t size,
                                   const hipMemAllocationProp* properties, unsigned long long flags);
   [[nodiscard]] hipError_t release(hipMemGenericAllocationHandle_t handle);
   [[nodiscard]] hipError_t map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
-                               unsigned long long flags);
-  [[nodiscard]] hipError_t unmap(void* ptr, std::size_t size);
-  [[nodiscard]] hipError_t set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors);
+                               unsigned long long flags, Holder holder = Holder::application);
+  [[nodiscard]] hipError_t unmap(void* ptr, std::size_t size, Holder holder = Holder::application);
+  [[nodiscard]] hipError_t set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors,
+                                      Holder holder = Holder::application);
   [[nodiscard]] hipError_t get_access(unsigned long long* flags, const hipMemLocation* location, void* ptr);
   [[nodiscard]] hipError_t granularity(std::size_t* granularity, const hipMemAllocationProp* properties,
                                        hipMemAllocationGranularity_flags option) const;
@@ -77,7 +80,8 @@ class alignas(64) Runtime {
                                          hipMemAllocationHandleType type, unsigned long long flags);
   [[nodiscard]] hipError_t import_handle(hipMemGenericAllocationHandle_t* handle, void* os_handle,
                                          hipMemAllocationHandleType type);
-  [[nodiscard]] hipError_t retain(hipMemGenericAllocationHandle_t* handle, void* address);
+  [[nodiscard]] hipError_t retain(hipMemGenericAllocationHandle_t* handle, void* address,
+                                  Holder holder = Holder::application);
 
   // Plain memory and data movement.
   [[nodiscard]] hipError_t allocate(void** ptr, std::size_t size);

@@ -32,7 +32,8 @@ AccessList with_descriptors(AccessList access, std::span<const hipMemAccessDesc>
 
 }  // namespace
 
-hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint, unsigned long long flags) {
+hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment, void* hint, unsigned long long flags,
+                            Holder holder) {
   if (ptr == nullptr || size == 0 || flags != 0 || !granular(size) || !granular(address_of(hint))) {
     return hipErrorInvalidValue;
   }
@@ -44,16 +45,17 @@ hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment,
       error != hipSuccess) {
     return error;
   }
-  address_space_.add_reservation(address_of(va), size);
+  address_space_.add_reservation(address_of(va), size, holder);
   *ptr = va;
   return hipSuccess;
 }
 
-hipError_t Runtime::free_reservation(void* ptr, std::size_t size) {
+hipError_t Runtime::free_reservation(void* ptr, std::size_t size, Holder holder) {
   if (ptr == nullptr) return hipErrorInvalidValue;
   std::unique_lock lock{mutex_};
   Reservation* reservation = address_space_.reservation_at(address_of(ptr));
-  if (reservation == nullptr || reservation->size != size || !reservation->mappings.empty()) {
+  if (reservation == nullptr || reservation->holder != holder || reservation->size != size ||
+      !reservation->mappings.empty()) {
     return hipErrorInvalidValue;
   }
   if (const hipError_t error = backend_->free_reservation(ptr, size); error != hipSuccess) return error;
@@ -65,7 +67,7 @@ hipError_t Runtime::reservation_mapping_count(const void* base, std::size_t* cou
   if (base == nullptr || count == nullptr) return hipErrorInvalidValue;
   std::shared_lock lock{mutex_};
   const Reservation* reservation = address_space_.reservation_at(address_of(base));
-  if (reservation == nullptr) return hipErrorInvalidValue;
+  if (reservation == nullptr || reservation->holder != Holder::application) return hipErrorInvalidValue;
   *count = reservation->mappings.size();
   return hipSuccess;
 }
@@ -124,7 +126,7 @@ hipError_t Runtime::release(hipMemGenericAllocationHandle_t handle) {
 }
 
 hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemGenericAllocationHandle_t handle,
-                        unsigned long long flags) {
+                        unsigned long long flags, Holder holder) {
   const std::uintptr_t address = address_of(ptr);
   if (ptr == nullptr || size == 0 || offset != 0 || flags != 0 || !granular(address) || !granular(size)) {
     return hipErrorInvalidValue;
@@ -133,7 +135,7 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
   Allocation* allocation = allocations_.find(handle);
   if (allocation == nullptr || (allocation->size != 0 && allocation->size != size)) return hipErrorInvalidValue;
   Reservation* reservation = address_space_.reservation_holding(address, size);
-  if (reservation == nullptr) return hipErrorInvalidValue;
+  if (reservation == nullptr || reservation->holder != holder) return hipErrorInvalidValue;
   const std::optional<MappingTree::iterator> place = AddressSpace::place_for(*reservation, address, size);
   if (!place) return hipErrorInvalidValue;
   // Booked first, because booking is what may throw: a mapping is never made that the books lack.
@@ -179,12 +181,12 @@ std::optional<backend::PhysicalHandle> Runtime::unbook_failed_map_locked(Reserva
   return allocations_.forget_if_unused(allocation);
 }
 
-hipError_t Runtime::unmap(void* ptr, std::size_t size) {
+hipError_t Runtime::unmap(void* ptr, std::size_t size, Holder holder) {
   const std::uintptr_t address = address_of(ptr);
   if (ptr == nullptr || size == 0) return hipErrorInvalidValue;
   std::unique_lock lock{mutex_};
   const Tiling tiles = address_space_.tiling(address, size);
-  if (tiles.empty()) return hipErrorInvalidValue;
+  if (tiles.empty() || tiles.reservation->holder != holder) return hipErrorInvalidValue;
   hipError_t result = hipSuccess;
   MappingTree::iterator mapping = tiles.first;
   for (std::size_t index = 0; index < tiles.count; ++index) {
@@ -218,14 +220,15 @@ hipError_t Runtime::apply_access_locked(MappingRecord& mapping, const AccessList
   return hipSuccess;
 }
 
-hipError_t Runtime::set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors) {
+hipError_t Runtime::set_access(void* ptr, std::size_t size, std::span<const hipMemAccessDesc> descriptors,
+                               Holder holder) {
   if (ptr == nullptr || size == 0 || descriptors.empty()) return hipErrorInvalidValue;
   for (const hipMemAccessDesc& descriptor : descriptors) {
     if (!valid_location(descriptor.location) || !valid_flags(descriptor.flags)) return hipErrorInvalidValue;
   }
   std::unique_lock lock{mutex_};
   const Tiling tiles = address_space_.tiling(address_of(ptr), size);
-  if (tiles.empty()) return hipErrorInvalidValue;
+  if (tiles.empty() || tiles.reservation->holder != holder) return hipErrorInvalidValue;
   MappingRecord& first = tiles.first->record;
   if (tiles.count == 1) return apply_access_locked(first, with_descriptors(first.access, descriptors));
   // Several mappings: remember how each was, so a refusal part-way can put back what this call
@@ -317,10 +320,10 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   return hipSuccess;
 }
 
-hipError_t Runtime::retain(hipMemGenericAllocationHandle_t* handle, void* address) {
+hipError_t Runtime::retain(hipMemGenericAllocationHandle_t* handle, void* address, Holder holder) {
   if (handle == nullptr || address == nullptr) return hipErrorInvalidValue;
   std::unique_lock lock{mutex_};
-  const MappingRecord* mapping = address_space_.mapping_containing(address_of(address));
+  const MappingRecord* mapping = address_space_.mapping_containing(address_of(address), holder);
   if (mapping == nullptr) return hipErrorInvalidValue;
   ++mapping->allocation->application_references;
   *handle = AllocationTable::handle_of(*mapping->allocation);
