@@ -1257,9 +1257,52 @@ TEST_CASE("import: refused descriptors") {
   CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(empty), hipMemHandleTypePosixFileDescriptor),
                 hipErrorInvalidValue);
   close(empty);
+  // Memory sealed against writes: it could never be mapped read-write.
+  const int sealed = memfd_create("hipxx-test-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  REQUIRE(sealed >= 0);
+  REQUIRE(ftruncate(sealed, static_cast<off_t>(G)) == 0);
+  REQUIRE(fcntl(sealed, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(sealed), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(sealed);
   CHECK(handle == sentinel);
 
   CHECK(close(fd) == 0);
+  CHECK(hipMemRelease(source) == hipSuccess);
+}
+
+TEST_CASE("import: descriptor 0 is a descriptor like any other") {
+  // It arrives as a null pointer. A process whose standard input is closed gets 0 from the export.
+  LeakCheck leaks;
+  Handle source = create(G, hipMemHandleTypePosixFileDescriptor);
+  void* base = reserve(G);
+  REQUIRE(hipMemMap(base, G, 0, source, 0) == hipSuccess);
+  grant(base, G, hipMemAccessFlagsProtReadWrite);
+  write_pattern(base, G, 121);
+  const int saved_input = fcntl(0, F_DUPFD_CLOEXEC, 3);
+  REQUIRE(saved_input >= 0);
+  REQUIRE(close(0) == 0);
+  int fd = -1;
+  const hipError_t exported = hipMemExportToShareableHandle(&fd, source, hipMemHandleTypePosixFileDescriptor, 0);
+  Handle imported = nullptr;
+  const hipError_t imported_result =
+      hipMemImportFromShareableHandle(&imported, as_os_handle(fd), hipMemHandleTypePosixFileDescriptor);
+  // Standard input back before anything can fail.
+  if (fd == 0) REQUIRE(dup2(saved_input, 0) == 0);
+  if (fd > 0) close(fd);
+  REQUIRE(close(saved_input) == 0);
+  REQUIRE(exported == hipSuccess);
+  CHECK(fd == 0);
+  REQUIRE(imported_result == hipSuccess);
+  void* view = reserve(G);
+  REQUIRE(hipMemMap(view, G, 0, imported, 0) == hipSuccess);
+  grant(view, G, hipMemAccessFlagsProtRead);
+  CHECK(holds_pattern(view, G, 121));
+  CHECK(hipMemUnmap(view, G) == hipSuccess);
+  CHECK(hipMemAddressFree(view, G) == hipSuccess);
+  CHECK(hipMemRelease(imported) == hipSuccess);
+  CHECK(hipMemUnmap(base, G) == hipSuccess);
+  CHECK(hipMemAddressFree(base, G) == hipSuccess);
   CHECK(hipMemRelease(source) == hipSuccess);
 }
 

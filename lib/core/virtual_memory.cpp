@@ -299,8 +299,10 @@ hipError_t Runtime::export_handle(void* shareable, hipMemGenericAllocationHandle
 
 hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void* os_handle,
                                   hipMemAllocationHandleType type) {
-  if (handle == nullptr || os_handle == nullptr) return hipErrorInvalidValue;
+  if (handle == nullptr) return hipErrorInvalidValue;
   if (const hipError_t error = check_handle_type(type); error != hipSuccess) return error;
+  // The descriptor comes by value inside the pointer, so descriptor 0 arrives as a null pointer:
+  // the backend, not this check, tells whether it names memory.
   const auto fd_bits = address_of(os_handle);
   if (fd_bits > static_cast<std::uintptr_t>(INT32_MAX)) return hipErrorInvalidValue;
   const int device = current_device();

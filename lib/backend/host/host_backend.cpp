@@ -239,7 +239,11 @@ class HostBackend final : public Backend {
         static_cast<std::size_t>(status.st_size) % page_size() != 0) {
       return hipErrorInvalidValue;
     }
-    if (fcntl(fd, F_GET_SEALS) < 0) return hipErrorInvalidValue;  // not a memfd (shmem): not device memory
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0) return hipErrorInvalidValue;  // not a memfd (shmem): not device memory
+    // Memory sealed against writes can never be mapped read-write, so it is no allocation handle:
+    // refused here rather than by the map that would come later.
+    if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) return hipErrorInvalidValue;
     const int mode = fcntl(fd, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
