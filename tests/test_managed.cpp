@@ -602,6 +602,35 @@ TEST_CASE("hipFree of managed memory with prefetches still queued waits for them
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
+TEST_CASE("a prefetch queued before hipFree does not reach the next allocation at that address" *
+          doctest::test_suite("devices-2")) {
+  // hipFree waits for the memory's own device. A prefetch queued on another device's stream may
+  // still be waiting then, and the books must not record it on whatever is allocated next at the
+  // same address (nor an attach queued the same way).
+  stest::LeakCheck leaks;
+  void* pointer = nullptr;
+  REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t const other_device = stest::make_stream();
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  stest::Gate gate;
+  gate.block(other_device);
+  REQUIRE(hipMemPrefetchAsync(pointer, 4 * kPage, 1, other_device) == hipSuccess);
+  REQUIRE(hipStreamAttachMemAsync(other_device, pointer, 0, hipMemAttachHost) == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+  void* next = nullptr;
+  REQUIRE(hipMallocManaged(&next, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
+  gate.open();
+  REQUIRE(hipStreamSynchronize(other_device) == hipSuccess);
+  if (next != pointer) MESSAGE("the next allocation came at another address: nothing to mix up this time");
+  int last_prefetch = 7;
+  REQUIRE(hipMemRangeGetAttribute(&last_prefetch, sizeof last_prefetch, hipMemRangeAttributeLastPrefetchLocation, next,
+                                  4 * kPage) == hipSuccess);
+  CHECK(last_prefetch == hipInvalidDeviceId);
+  CHECK(hipFree(next) == hipSuccess);
+  CHECK(hipStreamDestroy(other_device) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The C++ handles.
 

@@ -34,7 +34,8 @@ auto containing(Allocations& allocations, std::uintptr_t address, std::size_t by
 
 void ManagedMemory::add(std::uintptr_t base, std::size_t size, unsigned attach_flags) {
   std::lock_guard lock{mutex_};
-  ManagedAllocation allocation{.base = base, .size = size, .attach_flags = attach_flags, .runs = {}};
+  ManagedAllocation allocation{
+      .base = base, .size = size, .generation = next_generation_++, .attach_flags = attach_flags, .runs = {}};
   allocation.runs.emplace(base, PageState{});
   allocations_.emplace(base, std::move(allocation));
 }
@@ -57,11 +58,11 @@ bool ManagedMemory::covers(std::uintptr_t address, std::size_t bytes) const {
   return find(address, bytes) != nullptr;
 }
 
-std::optional<std::pair<std::uintptr_t, std::size_t>> ManagedMemory::allocation_at(std::uintptr_t address) const {
+std::optional<ManagedSpan> ManagedMemory::allocation_holding(std::uintptr_t address, std::size_t bytes) const {
   std::lock_guard lock{mutex_};
-  const ManagedAllocation* allocation = find(address, 1);
+  const ManagedAllocation* allocation = find(address, bytes);
   if (allocation == nullptr) return std::nullopt;
-  return std::pair{allocation->base, allocation->size};
+  return ManagedSpan{.base = allocation->base, .size = allocation->size, .generation = allocation->generation};
 }
 
 template <class Change>
@@ -130,16 +131,19 @@ hipError_t ManagedMemory::advise(std::uintptr_t address, std::size_t bytes, hipM
   return hipSuccess;
 }
 
-void ManagedMemory::record_prefetch(std::uintptr_t address, std::size_t bytes, int device) {
+void ManagedMemory::record_prefetch(std::uintptr_t address, std::size_t bytes, int device, std::uint64_t generation) {
   std::lock_guard lock{mutex_};
-  if (ManagedAllocation* allocation = find(address, bytes)) {
+  if (ManagedAllocation* allocation = find(address, bytes);
+      allocation != nullptr && allocation->generation == generation) {
     change_pages(*allocation, address, bytes, [device](PageState& state) { state.last_prefetch = device; });
   }
 }
 
-void ManagedMemory::set_attach(std::uintptr_t base, unsigned flags) {
+void ManagedMemory::set_attach(std::uintptr_t base, unsigned flags, std::uint64_t generation) {
   std::lock_guard lock{mutex_};
-  if (ManagedAllocation* allocation = find(base, 1)) allocation->attach_flags = flags;
+  if (ManagedAllocation* allocation = find(base, 1); allocation != nullptr && allocation->generation == generation) {
+    allocation->attach_flags = flags;
+  }
 }
 
 std::optional<unsigned> ManagedMemory::attach_flags(std::uintptr_t base) const {

@@ -27,8 +27,19 @@ struct PageState {
 struct ManagedAllocation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
+  // Never the same for two allocations: stream work that records its effect when it runs names the
+  // allocation it was queued for, so that, should the memory be freed and its address taken by a
+  // new allocation before then, the new one's state is left alone.
+  std::uint64_t generation = 0;
   unsigned attach_flags = hipMemAttachGlobal;
   std::map<std::uintptr_t, PageState> runs;  // run start -> state, up to the next start or the end
+};
+
+// An allocation as stream work names it.
+struct ManagedSpan {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::uint64_t generation = 0;
 };
 
 class ManagedMemory {
@@ -39,11 +50,13 @@ class ManagedMemory {
   void remove(std::uintptr_t base);
   // Whether [address, address + bytes) lies inside one managed allocation.
   [[nodiscard]] bool covers(std::uintptr_t address, std::size_t bytes) const;
-  [[nodiscard]] std::optional<std::pair<std::uintptr_t, std::size_t>> allocation_at(std::uintptr_t address) const;
+  // The allocation holding [address, address + bytes), if one does.
+  [[nodiscard]] std::optional<ManagedSpan> allocation_holding(std::uintptr_t address, std::size_t bytes) const;
 
   [[nodiscard]] hipError_t advise(std::uintptr_t address, std::size_t bytes, hipMemoryAdvise advice, int device);
-  void record_prefetch(std::uintptr_t address, std::size_t bytes, int device);
-  void set_attach(std::uintptr_t base, unsigned flags);
+  // Both change only the allocation of the given generation, if it still exists.
+  void record_prefetch(std::uintptr_t address, std::size_t bytes, int device, std::uint64_t generation);
+  void set_attach(std::uintptr_t base, unsigned flags, std::uint64_t generation);
   [[nodiscard]] std::optional<unsigned> attach_flags(std::uintptr_t base) const;
 
   // One attribute over a range, as hipMemRangeGetAttribute defines it.
@@ -62,6 +75,7 @@ class ManagedMemory {
   std::size_t page_;
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, ManagedAllocation> allocations_;
+  std::uint64_t next_generation_ = 1;
 };
 
 }  // namespace hipxx::core

@@ -26,14 +26,15 @@ hipError_t Runtime::allocate_managed(void** ptr, std::size_t size, unsigned flag
 hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hipStream_t stream) {
   const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
-  if (ptr == nullptr || bytes == 0 || !valid_location_or_host(device) || !managed_.covers(address_of(ptr), bytes)) {
-    return hipErrorInvalidValue;
-  }
+  if (ptr == nullptr || bytes == 0 || !valid_location_or_host(device)) return hipErrorInvalidValue;
+  const std::optional<ManagedSpan> allocation = managed_.allocation_holding(address_of(ptr), bytes);
+  if (!allocation) return hipErrorInvalidValue;
+  const std::uint64_t generation = allocation->generation;
   // The move happens in stream order, and the range remembers it only once it has happened.
   if (target->queue() == nullptr) {
-    streams_.enqueue(*target, [this, ptr, bytes, device] {
+    streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
       const hipError_t result = backend_->prefetch(ptr, bytes, device);
-      if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device);
+      if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device, generation);
       return result;
     });
     return hipSuccess;
@@ -46,8 +47,8 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
       queued != hipSuccess) {
     return queued;
   }
-  streams_.enqueue(*target, [this, ptr, bytes, device] {
-    managed_.record_prefetch(address_of(ptr), bytes, device);
+  streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
+    managed_.record_prefetch(address_of(ptr), bytes, device, generation);
     return hipSuccess;
   });
   return hipSuccess;
@@ -87,14 +88,13 @@ hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, un
   if (ptr == nullptr || (flags != hipMemAttachGlobal && flags != hipMemAttachHost && flags != hipMemAttachSingle)) {
     return hipErrorInvalidValue;
   }
-  const auto allocation = managed_.allocation_at(address_of(ptr));
+  const std::optional<ManagedSpan> allocation = managed_.allocation_holding(address_of(ptr), 1);
   // Managed memory attaches whole: from its base, with length 0 or its full size.
-  if (!allocation || allocation->first != address_of(ptr) || (length != 0 && length != allocation->second)) {
+  if (!allocation || allocation->base != address_of(ptr) || (length != 0 && length != allocation->size)) {
     return hipErrorInvalidValue;
   }
-  const std::uintptr_t base = allocation->first;
-  streams_.enqueue(*target, [this, base, flags] {
-    managed_.set_attach(base, flags);
+  streams_.enqueue(*target, [this, span = *allocation, flags] {
+    managed_.set_attach(span.base, flags, span.generation);
     return hipSuccess;
   });
   return hipSuccess;
