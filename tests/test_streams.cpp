@@ -696,6 +696,93 @@ TEST_CASE("stream wait/write value refuse bad flags, null, misaligned and out-of
   CHECK(hipFree(word) == hipSuccess);
 }
 
+namespace {
+
+void* pool_memory_of(hipStream_t stream, std::size_t bytes) {
+  void* ptr = nullptr;
+  REQUIRE(hipMallocAsync(&ptr, bytes, stream) == hipSuccess);
+  REQUIRE(hipMemsetAsync(ptr, 0, bytes, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  return ptr;
+}
+
+void record_status(hipStream_t, hipError_t status, void* user_data) {
+  static_cast<std::atomic<int>*>(user_data)->store(static_cast<int>(status));
+}
+
+// The stream's status as a callback queued now sees it once the stream gets there.
+hipError_t stream_status(hipStream_t stream) {
+  std::atomic<int> status{-1};
+  REQUIRE(hipStreamAddCallback(stream, record_status, &status, 0) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  return static_cast<hipError_t>(status.load());
+}
+
+}  // namespace
+
+// Pool memory is reachable only from its own device (until hipMemPoolSetAccess says otherwise), so
+// which device a check asks about shows: the stream's device runs the work, whatever is current.
+TEST_CASE("stream memory operations check the memory for the stream's device, not the caller's current one") {
+  int devices = 0;
+  REQUIRE(hipGetDeviceCount(&devices) == hipSuccess);
+  REQUIRE(devices >= 2);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  const hipStream_t on_one = make_stream(hipStreamNonBlocking);
+  auto* const one_memory = static_cast<char*>(pool_memory_of(on_one, 256));
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  const hipStream_t on_zero = make_stream(hipStreamNonBlocking);
+  auto* const zero_memory = static_cast<char*>(pool_memory_of(on_zero, 256));
+
+  SUBCASE("device 1's memory on device 1's stream is accepted while device 0 is current") {
+    CHECK(hipStreamWriteValue32(on_one, one_memory, 7, 0) == hipSuccess);
+    CHECK(hipStreamWaitValue32(on_one, one_memory, 7, hipStreamWaitValueEq, 0xFFFFFFFFU) == hipSuccess);
+    CHECK(hipStreamWriteValue64(on_one, one_memory + 8, 9, 0) == hipSuccess);
+    CHECK(hipStreamWaitValue64(on_one, one_memory + 8, 9, hipStreamWaitValueEq, ~0ULL) == hipSuccess);
+    CHECK(hipMemsetAsync(one_memory + 64, 0x5A, 64, on_one) == hipSuccess);
+    CHECK(hipMemcpyAsync(one_memory + 128, one_memory + 64, 64, hipMemcpyDeviceToDevice, on_one) == hipSuccess);
+    CHECK(stream_status(on_one) == hipSuccess);
+    REQUIRE(hipSetDevice(1) == hipSuccess);
+    const std::vector<unsigned char> back = read_back(one_memory, 256);
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+    std::uint32_t low = 0;
+    std::uint64_t high = 0;
+    std::memcpy(&low, back.data(), sizeof low);
+    std::memcpy(&high, back.data() + 8, sizeof high);
+    CHECK(low == 7);
+    CHECK(high == 9);
+    CHECK(std::vector<unsigned char>(back.begin() + 128, back.begin() + 192) == std::vector<unsigned char>(64, 0x5A));
+  }
+
+  SUBCASE("device 0's memory on device 1's stream is refused up front, whichever device is current") {
+    for (const int current : {0, 1}) {
+      CAPTURE(current);
+      REQUIRE(hipSetDevice(current) == hipSuccess);
+      CHECK(hipStreamWaitValue32(on_one, zero_memory, 1, hipStreamWaitValueEq, 0xFFFFFFFFU) == hipErrorInvalidValue);
+      CHECK(hipStreamWaitValue64(on_one, zero_memory + 8, 1, hipStreamWaitValueEq, ~0ULL) == hipErrorInvalidValue);
+      CHECK(hipStreamWriteValue32(on_one, zero_memory, 7, 0) == hipErrorInvalidValue);
+      CHECK(hipStreamWriteValue64(on_one, zero_memory + 8, 7, 0) == hipErrorInvalidValue);
+      CHECK(hipMemsetAsync(zero_memory, 0x5A, 64, on_one) == hipErrorInvalidValue);
+      CHECK(hipMemcpyAsync(one_memory, zero_memory, 64, hipMemcpyDeviceToDevice, on_one) == hipErrorInvalidValue);
+      CHECK(hipMemcpyAsync(zero_memory, one_memory, 64, hipMemcpyDeviceToDevice, on_one) == hipErrorInvalidValue);
+    }
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+    // Nothing was queued: the stream saw no failure, and both memories kept their contents.
+    CHECK(stream_status(on_one) == hipSuccess);
+    CHECK(read_back(zero_memory, 256) == std::vector<unsigned char>(256, 0));
+    REQUIRE(hipSetDevice(1) == hipSuccess);
+    CHECK(read_back(one_memory, 256) == std::vector<unsigned char>(256, 0));
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+  }
+
+  (void)hipGetLastError();
+  CHECK(hipFreeAsync(one_memory, on_one) == hipSuccess);
+  CHECK(hipFreeAsync(zero_memory, on_zero) == hipSuccess);
+  CHECK(hipStreamSynchronize(on_one) == hipSuccess);
+  CHECK(hipStreamSynchronize(on_zero) == hipSuccess);
+  CHECK(hipStreamDestroy(on_one) == hipSuccess);
+  CHECK(hipStreamDestroy(on_zero) == hipSuccess);
+}
+
 TEST_CASE("stream write value stores both widths in stream order") {
   LeakCheck leaks;
   void* word = nullptr;

@@ -31,10 +31,12 @@ hipError_t create_stream(Runtime& runtime, hipStream_t* stream, unsigned flags, 
                                                .is_null = false});
 }
 
+// For the device of the stream that will touch the word: its thread or queue loads and stores it
+// with that device's access, so a word it cannot reach is refused now, not skipped at run time.
 template <class Word>
-hipError_t check_word(Runtime& runtime, const void* ptr, hipMemAccessFlags needed) {
+hipError_t check_word(Runtime& runtime, const void* ptr, hipMemAccessFlags needed, const Stream& stream) {
   if (ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % sizeof(Word) != 0) return hipErrorInvalidValue;
-  return runtime.accessible(ptr, sizeof(Word), needed) ? hipSuccess : hipErrorInvalidValue;
+  return runtime.accessible(ptr, sizeof(Word), needed, stream.traits().device) ? hipSuccess : hipErrorInvalidValue;
 }
 
 // HIP's wait flags as the backend's condition; none for a flag HIP does not define.
@@ -64,7 +66,8 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     if (!target) return hipErrorInvalidHandle;
     const std::optional<hipxx::backend::WaitCondition> condition = condition_of(flags);
     if (!condition) return hipErrorInvalidValue;
-    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead); error != hipSuccess) {
+    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtRead, *target);
+        error != hipSuccess) {
       return error;
     }
     constexpr std::uint64_t width_mask = hipxx::backend::width_mask_of(sizeof(Word));
@@ -95,7 +98,8 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
   return guarded([&](Runtime& runtime) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
-    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtReadWrite); error != hipSuccess) {
+    if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtReadWrite, *target);
+        error != hipSuccess) {
       return error;
     }
     return runtime.streams().enqueue(

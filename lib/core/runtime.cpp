@@ -177,9 +177,9 @@ bool known_direction(hipMemcpyKind kind) noexcept {
 }
 }  // namespace
 
-bool Runtime::accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const {
+bool Runtime::accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed, int device) const {
   std::shared_lock lock{mutex_};
-  return address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(), needed);
+  return address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, device, needed);
 }
 
 hipError_t Runtime::check_copy(void* dst, const void* src, std::size_t bytes, int device) const {
@@ -254,14 +254,16 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   if (!target) return hipErrorInvalidHandle;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  // The stream's device runs the copy, and copy_now checks for it again when it does: memory it
+  // cannot reach is refused here rather than skipped there.
+  const int stream_device = target->traits().device;
   bool host_memory = false;
   {
     std::shared_lock lock{mutex_};
-    if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
+    if (const hipError_t error = check_copy(dst, src, bytes, stream_device); error != hipSuccess) return error;
     host_memory = !address_space_.tracked(reinterpret_cast<std::uintptr_t>(dst)) ||
                   !address_space_.tracked(reinterpret_cast<std::uintptr_t>(src));
   }
-  const int stream_device = target->traits().device;
   // A device queue's copy to or from the application's own host memory would hold the calling
   // thread until the queue got there (CUDA stages pageable memory that way); the stream's host
   // thread does those copies instead, so hipMemcpyAsync stays asynchronous.
@@ -279,9 +281,10 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   if (!target) return hipErrorInvalidHandle;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr) return hipErrorInvalidValue;
-  if (!accessible(dst, bytes, hipMemAccessFlagsProtReadWrite)) return hipErrorInvalidValue;
-  const auto byte = static_cast<unsigned char>(value);
+  // As for copies: checked for the device that runs the fill, which checks again when it does.
   const int stream_device = target->traits().device;
+  if (!accessible(dst, bytes, hipMemAccessFlagsProtReadWrite, stream_device)) return hipErrorInvalidValue;
+  const auto byte = static_cast<unsigned char>(value);
   return streams_.enqueue(
       *target, [=](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.fill(dst, byte, bytes); },
       [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });

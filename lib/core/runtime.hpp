@@ -119,8 +119,9 @@ class alignas(64) Runtime {
 
   // What every synchronisation point does after waiting: honour the pools' release thresholds.
   void after_synchronize(int device);
-  // Whether the current device may read (or write) `bytes` at `address`.
-  [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed) const;
+  // Whether `device` may read (or write) `bytes` at `address`. Stream work is checked for the
+  // stream's device, which runs it, not the caller's current device.
+  [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed, int device) const;
   // Inside managed memory, which device queues may not wait on or write to (CUDA refuses it).
   [[nodiscard]] bool in_managed_memory(const void* address, std::size_t bytes) const {
     return managed_.covers(reinterpret_cast<std::uintptr_t>(address), bytes);
