@@ -971,6 +971,25 @@ TEST_CASE("reuse: FollowEventDependencies, on and off") {
   }
 }
 
+TEST_CASE("reuse: FollowEventDependencies counts a wait on an event that had already completed") {
+  LeakCheck leaks;
+  ReuseFixture f;
+  set_policies(f.pool, true, false, false);
+  void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
+  REQUIRE(hipMemsetAsync(freed, 1, kReuseBytes, f.a) == hipSuccess);
+  REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+  REQUIRE(hipEventRecord(event, f.a) == hipSuccess);
+  REQUIRE(hipEventSynchronize(event) == hipSuccess);
+  // Nothing left to wait for, but B is now ordered after A's free all the same.
+  REQUIRE(hipStreamWaitEvent(f.b, event, 0) == hipSuccess);
+  void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
+  CHECK(taken == freed);
+  REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+}
+
 TEST_CASE("reuse: FollowEventDependencies through the null stream") {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool();

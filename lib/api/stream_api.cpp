@@ -233,7 +233,13 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     const std::shared_ptr<hipxx::core::EventMarker> marker = awaited->marker();
     if (!marker) return hipSuccess;  // an event never recorded is already complete
     const std::shared_ptr<Stream> recorded_on = marker->owner();
-    if (!recorded_on || recorded_on->reached(marker->sequence)) return hipSuccess;  // nothing left to wait for
+    if (!recorded_on) return hipSuccess;  // destroyed after all of its work: nothing left to wait for
+    if (recorded_on->reached(marker->sequence)) {
+      // No wait to queue, but the order still holds, and follow-event-dependencies reuse in the pools
+      // goes by it (enqueue_wait notes it where a wait is queued).
+      target->note_ordered_after(*recorded_on, marker->sequence);
+      return hipSuccess;
+    }
     target->enqueue_wait(recorded_on, marker->sequence, marker->timestamp.get());
     return hipSuccess;
   });
