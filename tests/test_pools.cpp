@@ -828,6 +828,42 @@ TEST_CASE("release threshold 0: reserved memory returns at the next synchronisat
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
+TEST_CASE("release threshold 0: a synchronisation trims the pools its streams freed into, of any device" *
+          doctest::test_suite("devices-2")) {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = std::size_t{4} << 20;
+  for (const int pool_device : {0, 1}) {
+    const int stream_device = 1 - pool_device;
+    CAPTURE(pool_device);
+    hipMemPool_t pool = make_pool(pool_device);
+    REQUIRE(hipSetDevice(stream_device) == hipSuccess);
+    hipStream_t stream = make_stream();
+    const auto freed_and_waited = [&](const std::function<void()>& synchronize) {
+      void* ptr = pool_alloc(pool, kBytes, stream);
+      REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+      synchronize();
+      return get_u64(pool, hipMemPoolAttrReservedMemCurrent);
+    };
+    CHECK(freed_and_waited([&] { REQUIRE(hipStreamSynchronize(stream) == hipSuccess); }) == 0);
+    CHECK(freed_and_waited([&] { REQUIRE(hipDeviceSynchronize() == hipSuccess); }) == 0);
+    hipEvent_t event = nullptr;
+    REQUIRE(hipEventCreate(&event) == hipSuccess);
+    CHECK(freed_and_waited([&] {
+            REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+            REQUIRE(hipEventSynchronize(event) == hipSuccess);
+          }) == 0);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+    // Freed on a stream destroyed since: the device's synchronisation still trims it.
+    void* ptr = pool_alloc(pool, kBytes, stream);
+    REQUIRE(hipFreeAsync(ptr, stream) == hipSuccess);
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+    REQUIRE(hipDeviceSynchronize() == hipSuccess);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+}
+
 TEST_CASE("hipMemPoolTrimTo releases down to its argument but never below outstanding allocations") {
   LeakCheck leaks;
   hipMemPool_t pool = make_pool();

@@ -199,7 +199,7 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
     runtime.streams().synchronize(*target);
-    runtime.after_synchronize(target->traits().device);
+    runtime.after_synchronize(*target);
     return hipSuccess;
   });
 }

@@ -162,6 +162,11 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
 }
 
 MemoryPool::~MemoryPool() {
+  // Streams that outlive the pool would otherwise keep it in their lists of pools to trim.
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    if (const std::shared_ptr<Stream> stream = list->freeing_stream()) stream->forget_pool(serial_);
+  }
+  runtime_.streams().forget_pool(serial_);
   for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
     if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
   }
@@ -210,6 +215,8 @@ StreamFreeList& MemoryPool::free_list_locked(const std::shared_ptr<Stream>& stre
   }
   // A program that makes a stream per task would otherwise pile up the lists of destroyed ones.
   adopt_lists_of_destroyed_streams();
+  // Once per stream and pool, not per free: the stream's synchronisation trims this pool.
+  stream->note_pool({.base = base_, .serial = serial_});
   return *free_lists_.emplace_back(std::make_unique<StreamFreeList>(stream));
 }
 

@@ -168,6 +168,7 @@ class MemoryPool {
   // Slow (walks the live table); drained() answers the common question.
   [[nodiscard]] std::size_t live_allocations() const;
   [[nodiscard]] std::uintptr_t base() const noexcept { return base_; }
+  [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   // The pool's layout, which an importing process mirrors (core/pool_sharing.hpp).
   [[nodiscard]] std::size_t chunk_bytes() const noexcept { return chunk_bytes_; }
   [[nodiscard]] std::size_t virtual_bytes() const noexcept { return virtual_bytes_; }

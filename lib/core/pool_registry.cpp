@@ -193,12 +193,14 @@ void PoolRegistry::forget_if_drained(const std::shared_ptr<MemoryPool>& pool) {
   retire(released);
 }
 
-void PoolRegistry::trim_to_thresholds(int device) {
+void PoolRegistry::trim_to_thresholds(std::span<const PoolRef> used) {
+  if (used.empty()) return;
   std::vector<std::shared_ptr<MemoryPool>> pools;
   {
     std::lock_guard lock{mutex_};
-    for (const auto& [base, pool] : by_address_) {
-      if (pool->device() == device) pools.push_back(pool);
+    for (const PoolRef& ref : used) {
+      const auto found = by_address_.find(ref.base);
+      if (found != by_address_.end() && found->second->serial() == ref.serial) pools.push_back(found->second);
     }
   }
   for (const std::shared_ptr<MemoryPool>& pool : pools) pool->trim_to_threshold();

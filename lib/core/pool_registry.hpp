@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -36,8 +37,9 @@ class PoolRegistry {
   [[nodiscard]] std::shared_ptr<MemoryPool> owner_of(std::uintptr_t address) const;
   // Lets a destroyed pool go once its last allocation is freed.
   void forget_if_drained(const std::shared_ptr<MemoryPool>& pool);
-  // Synchronisation points honour each pool's release threshold.
-  void trim_to_thresholds(int device);
+  // Synchronisation points honour the release thresholds of the pools they made releasable memory
+  // in; pools since destroyed and let go are skipped.
+  void trim_to_thresholds(std::span<const PoolRef> pools);
 
  private:
   [[nodiscard]] hipError_t default_pool_locked(int device, hipMemPool_t* pool);

@@ -314,11 +314,17 @@ hipError_t Runtime::synchronize() {
   const int device = current_device();
   streams_.synchronize_device(device);
   const hipError_t result = backend_->synchronize(device);
-  after_synchronize(device);
+  after_device_synchronize(device);
   return result;
 }
 
-void Runtime::after_synchronize(int device) { pools_.trim_to_thresholds(device); }
+void Runtime::after_synchronize(const Stream& stream) {
+  pools_.trim_to_thresholds(streams_.pools_synchronized_by(stream));
+}
+
+void Runtime::after_device_synchronize(int device) {
+  pools_.trim_to_thresholds(streams_.pools_synchronized_on(device));
+}
 
 hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t pool, hipStream_t stream) {
   if (ptr == nullptr) return hipErrorInvalidValue;

@@ -117,8 +117,11 @@ class alignas(64) Runtime {
   [[nodiscard]] hipError_t ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsigned flags);
   [[nodiscard]] hipError_t ipc_close(void* ptr);
 
-  // What every synchronisation point does after waiting: honour the pools' release thresholds.
-  void after_synchronize(int device);
+  // What every synchronisation point does after waiting: honour the release thresholds of the
+  // pools whose freed memory it made safe to release, the pools the waited-for streams used,
+  // whichever device they belong to (and no others: their frees are no safer than before).
+  void after_synchronize(const Stream& stream);
+  void after_device_synchronize(int device);
   // Whether `device` may read (or write) `bytes` at `address`. Stream work is checked for the
   // stream's device, which runs it, not the caller's current device.
   [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed, int device) const;

@@ -37,6 +37,27 @@ std::uint64_t Stream::known_point(const Stream& other) const {
   return found == ordered_after_.end() ? 0 : found->second;
 }
 
+void Stream::note_pool(PoolRef pool) {
+  std::lock_guard lock{pools_mutex_};
+  const bool known =
+      std::any_of(pools_.begin(), pools_.end(), [&](const PoolRef& noted) { return noted.serial == pool.serial; });
+  if (!known) pools_.push_back(pool);
+}
+
+void Stream::forget_pool(std::uint64_t serial) {
+  std::lock_guard lock{pools_mutex_};
+  std::erase_if(pools_, [&](const PoolRef& noted) { return noted.serial == serial; });
+}
+
+void Stream::adopt_pools_of(Stream& other) {
+  for (const PoolRef& pool : other.pools()) note_pool(pool);
+}
+
+std::vector<PoolRef> Stream::pools() const {
+  std::lock_guard lock{pools_mutex_};
+  return pools_;
+}
+
 Stream::~Stream() {
   {
     std::lock_guard lock{mutex_};

@@ -31,6 +31,13 @@ using StreamTask = std::function<hipError_t()>;
 // the queue cannot do it (nothing was queued), and the stream runs the host form in its place.
 using QueueWork = std::function<hipError_t(backend::Queue&, std::uint64_t sequence)>;
 
+// A pool a stream has used, by its base address and its never-reused serial (a base comes back
+// once a destroyed pool's range is freed).
+struct PoolRef {
+  std::uintptr_t base = 0;
+  std::uint64_t serial = 0;
+};
+
 struct StreamTraits {
   int device = 0;
   unsigned flags = hipStreamDefault;
@@ -83,6 +90,15 @@ class Stream {
   void note_ordered_after(const Stream& other, std::uint64_t point);
   [[nodiscard]] std::uint64_t known_point(const Stream& other) const;
 
+  // The pools this stream has allocated from or freed into: synchronising the stream may make
+  // their cached memory safe to release, and so due for their release thresholds. Kept apart from
+  // mutex_, since a pool notes itself under its own lock.
+  void note_pool(PoolRef pool);
+  void forget_pool(std::uint64_t serial);
+  // Takes over the pools of a destroyed stream, whose frees a later synchronisation covers.
+  void adopt_pools_of(Stream& other);
+  [[nodiscard]] std::vector<PoolRef> pools() const;
+
   [[nodiscard]] const StreamTraits& traits() const noexcept { return traits_; }
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
@@ -122,6 +138,8 @@ class Stream {
   std::uint64_t serial_;  // unique for the process, unlike addresses
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> ordered_after_;  // other stream's serial -> point
+  mutable std::mutex pools_mutex_;
+  std::vector<PoolRef> pools_;  // under pools_mutex_; a handful, so searched in turn
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
   std::deque<HostTask> host_tasks_;

@@ -90,6 +90,9 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
     if (found == streams_.end()) return hipErrorInvalidHandle;
     doomed = std::move(found->second);
     streams_.erase(found);
+    // Its frees stay due for trimming: the device's null stream, which device synchronisation
+    // covers, takes over the pools it used.
+    null_stream_locked(doomed->traits().device).adopt_pools_of(*doomed);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   // This thread's cache lets go at once; other threads' caches do at their next resolve.
@@ -262,6 +265,45 @@ void StreamRegistry::synchronize_device(int device) {
   }
   if (null_stream != nullptr) null_stream->synchronize();
   for (const std::shared_ptr<Stream>& stream : all) stream->synchronize();
+}
+
+namespace {
+void add_pools_of(const Stream& stream, std::vector<PoolRef>& pools) {
+  for (const PoolRef& pool : stream.pools()) {
+    const bool listed =
+        std::any_of(pools.begin(), pools.end(), [&](const PoolRef& other) { return other.serial == pool.serial; });
+    if (!listed) pools.push_back(pool);
+  }
+}
+}  // namespace
+
+std::vector<PoolRef> StreamRegistry::pools_synchronized_by(const Stream& stream) {
+  std::vector<PoolRef> pools = stream.pools();
+  if (!stream.traits().is_null) return pools;
+  std::lock_guard lock{mutex_};
+  for (const std::shared_ptr<Stream>& other : blocking_streams_locked(stream.traits().device)) {
+    add_pools_of(*other, pools);
+  }
+  return pools;
+}
+
+std::vector<PoolRef> StreamRegistry::pools_synchronized_on(int device) {
+  std::vector<PoolRef> pools;
+  std::lock_guard lock{mutex_};
+  if (const Stream* null_stream = null_streams_.at(static_cast<std::size_t>(device)).get()) {
+    add_pools_of(*null_stream, pools);
+  }
+  for (const auto& [id, stream] : streams_) {
+    if (stream->traits().device == device) add_pools_of(*stream, pools);
+  }
+  return pools;
+}
+
+void StreamRegistry::forget_pool(std::uint64_t serial) {
+  std::lock_guard lock{mutex_};
+  for (const std::unique_ptr<Stream>& null_stream : null_streams_) {
+    if (null_stream) null_stream->forget_pool(serial);
+  }
 }
 
 std::optional<std::uint64_t> StreamRegistry::completed_point(Stream& stream) {

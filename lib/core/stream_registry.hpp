@@ -42,6 +42,13 @@ class StreamRegistry {
   // hipStreamSynchronize: the null stream also waits for the blocking streams of its device.
   void synchronize(Stream& stream);
   void synchronize_device(int device);
+  // The pools whose freed memory synchronize(stream) may have made safe to release: those the
+  // stream used, and for a null stream those of the blocking streams it waits for too.
+  [[nodiscard]] std::vector<PoolRef> pools_synchronized_by(const Stream& stream);
+  // The same for synchronize_device: the pools every stream of the device used.
+  [[nodiscard]] std::vector<PoolRef> pools_synchronized_on(int device);
+  // A pool going away: the null streams, which hold the pools of destroyed streams, let it go.
+  void forget_pool(std::uint64_t serial);
   // The point a marker placed now would complete at, if it is complete already: the stream and
   // the streams it implicitly waits for (null-stream rules) have no pending work.
   [[nodiscard]] std::optional<std::uint64_t> completed_point(Stream& stream);
