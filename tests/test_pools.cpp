@@ -377,6 +377,64 @@ TEST_CASE("hipMemPoolCreate checks its properties" * doctest::test_suite("device
   }
 }
 
+TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot be reserved is refused") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream();
+  const auto capped_pool = [](std::size_t max_size) {
+    hipMemPoolProps props = pool_props();
+    props.maxSize = max_size;
+    hipMemPool_t pool = nullptr;
+    REQUIRE(hipMemPoolCreate(&pool, &props) == hipSuccess);
+    set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+    return pool;
+  };
+  const auto refused = [&](hipMemPool_t pool, std::size_t bytes) {
+    void* ptr = &stream;
+    CHECK(hipMallocFromPoolAsync(&ptr, bytes, pool, stream) == hipErrorOutOfMemory);
+    CHECK(ptr == &stream);
+  };
+
+  SUBCASE("1 MiB: a 16 MiB allocation fails, 1 MiB fits and then nothing more") {
+    hipMemPool_t pool = capped_pool(std::size_t{1} << 20);
+    refused(pool, std::size_t{16} << 20);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
+    CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+    void* whole = pool_alloc(pool, std::size_t{1} << 20, stream);
+    refused(pool, 256);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == std::uint64_t{1} << 20);
+    REQUIRE(hipFreeAsync(whole, stream) == hipSuccess);
+    CHECK(pool_alloc(pool, std::size_t{1} << 20, stream) == whole);
+    REQUIRE(hipFreeAsync(whole, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+  SUBCASE("48 MiB, not a whole number of default chunks: all of it is usable, and no more") {
+    hipMemPool_t pool = capped_pool(std::size_t{48} << 20);
+    void* large = pool_alloc(pool, std::size_t{40} << 20, stream);
+    void* rest = pool_alloc(pool, std::size_t{8} << 20, stream);
+    refused(pool, 256);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == std::uint64_t{48} << 20);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemHigh) == std::uint64_t{48} << 20);
+    REQUIRE(hipFreeAsync(large, stream) == hipSuccess);
+    REQUIRE(hipFreeAsync(rest, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
+  SUBCASE("hipMemPoolCreate refuses a maxSize that no range can hold, and leaves the handle alone") {
+    for (const std::size_t max_size : {SIZE_MAX, SIZE_MAX - (std::size_t{32} << 20) + 2}) {
+      CAPTURE(max_size);
+      hipMemPoolProps props = pool_props();
+      props.maxSize = max_size;
+      const hipMemPool_t sentinel = reinterpret_cast<hipMemPool_t>(std::uintptr_t{0xfeed0});
+      hipMemPool_t pool = sentinel;
+      CHECK(hipMemPoolCreate(&pool, &props) == hipErrorInvalidValue);
+      CHECK(pool == sentinel);
+    }
+  }
+  (void)hipGetLastError();
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
 TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

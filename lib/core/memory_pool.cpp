@@ -18,6 +18,17 @@ std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// The chunk size of a pool capped at `cap` bytes, a multiple of `unit`: the largest multiple of
+// `unit`, up to the default chunk, that divides the cap, so that the pool can map all of the cap
+// and never more.
+std::size_t chunk_bytes_within(std::size_t cap, std::size_t unit) noexcept {
+  const std::size_t units = cap / unit;
+  for (std::size_t per_chunk = std::min(units, kDefaultChunkBytes / unit); per_chunk > 1; --per_chunk) {
+    if (units % per_chunk == 0) return per_chunk * unit;
+  }
+  return unit;
+}
+
 bool valid_reuse_flag(const void* value) noexcept {
   const int flag = *static_cast<const int*>(value);
   return flag == 0 || flag == 1;
@@ -131,18 +142,31 @@ hipError_t MemoryPool::create(Runtime& runtime, const hipMemPoolProps& propertie
   chunk_properties.type = hipMemAllocationTypePinned;
   chunk_properties.location = properties.location;
   std::size_t granularity = 0;
+  std::size_t minimum = 0;
   if (const hipError_t error =
           runtime.granularity(&granularity, &chunk_properties, hipMemAllocationGranularityRecommended);
       error != hipSuccess) {
     return error;
   }
-  const std::size_t chunk_bytes = round_up(kDefaultChunkBytes, granularity);
-  const std::size_t virtual_bytes =
-      properties.maxSize == 0 ? kDefaultVirtualBytes : round_up(properties.maxSize, chunk_bytes);
+  if (const hipError_t error = runtime.granularity(&minimum, &chunk_properties, hipMemAllocationGranularityMinimum);
+      error != hipSuccess) {
+    return error;
+  }
+  std::size_t chunk_bytes = round_up(kDefaultChunkBytes, granularity);
+  std::size_t virtual_bytes = kDefaultVirtualBytes;
+  if (properties.maxSize != 0) {
+    // The pool's range is its cap: it can never map more. Memory is mapped in whole pages, so the
+    // cap is maxSize rounded up to one; a maxSize too close to SIZE_MAX to round is refused.
+    if (properties.maxSize > SIZE_MAX - (minimum - 1)) return hipErrorInvalidValue;
+    virtual_bytes = round_up(properties.maxSize, minimum);
+    chunk_bytes = chunk_bytes_within(virtual_bytes, minimum);
+  }
   void* base = nullptr;
   if (const hipError_t error = runtime.reserve(&base, virtual_bytes, 0, nullptr, 0, Holder::runtime);
-      error != hipSuccess)
-    return error;
+      error != hipSuccess) {
+    // Only an address range was asked for: one that cannot be had means a maxSize beyond reach.
+    return properties.maxSize != 0 ? hipErrorInvalidValue : error;
+  }
   *out = std::make_shared<MemoryPool>(runtime, properties, chunk_bytes, virtual_bytes, base);
   return hipSuccess;
 }
