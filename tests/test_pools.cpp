@@ -394,16 +394,22 @@ TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot 
     CHECK(ptr == &stream);
   };
 
-  SUBCASE("1 MiB: a 16 MiB allocation fails, 1 MiB fits and then nothing more") {
+  SUBCASE("1 MiB (rounded up to the granularity): 16 times that fails, the cap fits and then nothing more") {
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location = device_location(0);
+    std::size_t granularity = 0;
+    REQUIRE(hipMemGetAllocationGranularity(&granularity, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+    const std::size_t cap = ((std::size_t{1} << 20) + granularity - 1) / granularity * granularity;
     hipMemPool_t pool = capped_pool(std::size_t{1} << 20);
-    refused(pool, std::size_t{16} << 20);
+    refused(pool, 16 * cap);
     CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
     CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
-    void* whole = pool_alloc(pool, std::size_t{1} << 20, stream);
+    void* whole = pool_alloc(pool, cap, stream);
     refused(pool, 256);
-    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == std::uint64_t{1} << 20);
+    CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == cap);
     REQUIRE(hipFreeAsync(whole, stream) == hipSuccess);
-    CHECK(pool_alloc(pool, std::size_t{1} << 20, stream) == whole);
+    CHECK(pool_alloc(pool, cap, stream) == whole);
     REQUIRE(hipFreeAsync(whole, stream) == hipSuccess);
     REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
     CHECK(hipMemPoolDestroy(pool) == hipSuccess);

@@ -722,7 +722,8 @@ hipError_t stream_status(hipStream_t stream) {
 
 // Pool memory is reachable only from its own device (until hipMemPoolSetAccess says otherwise), so
 // which device a check asks about shows: the stream's device runs the work, whatever is current.
-TEST_CASE("stream memory operations check the memory for the stream's device, not the caller's current one") {
+TEST_CASE("stream memory operations check the memory for the stream's device, not the caller's current one" *
+          doctest::test_suite("devices-2")) {
   int devices = 0;
   REQUIRE(hipGetDeviceCount(&devices) == hipSuccess);
   REQUIRE(devices >= 2);

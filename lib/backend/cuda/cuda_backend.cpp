@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -262,20 +263,20 @@ class CudaBackend final : public Backend {
 
   hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
-    // The driver reads the fd and leaves it open: the caller still owns it, as the interface says.
+    // The copy the handle keeps is made first and is what the driver reads: the driver takes the fd
+    // inside a pointer and refuses a null one, which is what descriptor 0 is (the copy is never 0).
+    // The driver leaves it open, and the caller still owns its own fd, as the interface says.
+    const int kept = fcntl(fd, F_DUPFD_CLOEXEC, 1);
+    if (kept < 0) return errno == EBADF ? hipErrorInvalidValue : hipErrorOutOfMemory;  // closed, or out of fds
     CUmemGenericAllocationHandle handle = 0;
     if (const CUresult result =
-            api_.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+            api_.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(kept)),
                                                 cuda::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         result != cuda::CUDA_SUCCESS) {
+      close(kept);
       // An fd that names no exported allocation (a file, a directory, a closed fd) makes the driver
       // answer with assorted codes; HIP documents one: the handle is an invalid value.
       return result == cuda::CUDA_ERROR_OUT_OF_MEMORY ? hipErrorOutOfMemory : hipErrorInvalidValue;
-    }
-    const int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (kept < 0) {
-      (void)api_.cuMemRelease(handle);
-      return hipErrorOutOfMemory;  // out of descriptors
     }
     *out = PhysicalHandle{.value = handle, .kept_fd = kept};
     *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
