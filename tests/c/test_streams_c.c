@@ -18,32 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed = 0;
-static int failed = 0;
-
-static void check(int ok, const char* what, int line) {
-  if (ok) {
-    ++passed;
-    printf("PASS %s\n", what);
-  } else {
-    ++failed;
-    printf("FAIL line %d: %s\n", line, what);
-  }
-}
-
-static void check_result(hipError_t got, hipError_t expected, const char* what, int line) {
-  if (got != expected) {
-    ++failed;
-    printf("FAIL line %d: %s: got %s (%d), expected %s (%d)\n", line, what, hipGetErrorName(got), (int)got,
-           hipGetErrorName(expected), (int)expected);
-  } else {
-    ++passed;
-    printf("PASS %s\n", what);
-  }
-}
-
-#define CHECK(expr) check((expr) ? 1 : 0, #expr, __LINE__)
-#define CHECK_RESULT(call, expected) check_result((call), (expected), #call, __LINE__)
+#include "c_checks.h"
 
 /* The callback type as shared/spec/hip-abi.md gives it. Two declarations of one object with
  * incompatible types do not compile, so this pins hipStreamCallback_t's parameters and result
@@ -612,6 +587,5 @@ int main(void) {
   test_pools();
 
   CHECK_RESULT(hipDeviceSynchronize(), hipSuccess);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return checks_summary();
 }

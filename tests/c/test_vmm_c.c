@@ -13,33 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed = 0;
-static int failed = 0;
-
-static void check(int ok, const char* what) {
-  if (ok) {
-    ++passed;
-    printf("PASS %s\n", what);
-  } else {
-    ++failed;
-    printf("FAIL %s\n", what);
-  }
-}
-
-/* One check of a call's exact result; prints the name of what came back when it differs. */
-static void check_result(hipError_t got, hipError_t expected, const char* what) {
-  if (got != expected) {
-    ++failed;
-    printf("FAIL %s: got %s (%d), expected %s (%d)\n", what, hipGetErrorName(got), (int)got,
-           hipGetErrorName(expected), (int)expected);
-  } else {
-    ++passed;
-    printf("PASS %s\n", what);
-  }
-}
-
-#define CHECK(expr) check((expr) ? 1 : 0, #expr)
-#define CHECK_RESULT(call, expected) check_result((call), (expected), #call)
+#include "c_checks.h"
 
 static int same_books(const hipxxBookCounts* a, const hipxxBookCounts* b) {
   return a->reservations == b->reservations && a->mappings == b->mappings && a->allocations == b->allocations &&
@@ -227,6 +201,5 @@ int main(void) {
   now = books();
   CHECK(same_books(&start, &now));
 
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return checks_summary();
 }
