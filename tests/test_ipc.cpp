@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -821,4 +822,44 @@ TEST_CASE("after hipFree the old handle names nothing, even once the address is 
     CHECK(peer.open(old_handle).status == hipErrorInvalidValue);
   }
   CHECK(hipFree(again) == hipSuccess);
+}
+
+// The host backend's first export copies the allocation onto a named object and maps the copy in
+// its place: a write between the copy and the map would be lost, so that export waits for the
+// work queued before it. Later exports copy nothing and wait for nothing.
+TEST_CASE("the first export waits for stream work queued before it; later ones do not" *
+          doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 64 * kPage;
+  void* device = nullptr;
+  REQUIRE(hipMalloc(&device, kSize) == hipSuccess);
+  REQUIRE(hipMemset(device, 0, kSize) == hipSuccess);
+  hipStream_t const stream = stest::make_stream();
+  {
+    stest::Gate gate;
+    gate.block(stream);
+    REQUIRE(hipMemsetAsync(device, 0x7a, kSize, stream) == hipSuccess);
+    std::thread opener = gate.open_later(std::chrono::milliseconds{30});
+    hipIpcMemHandle_t first{};
+    CHECK(hipIpcGetMemHandle(&first, device) == hipSuccess);
+    CHECK(hipStreamQuery(stream) == hipSuccess);  // the memset was done before the move
+    opener.join();
+  }
+  std::vector<unsigned char> data(kSize, 0);
+  REQUIRE(hipMemcpy(data.data(), device, kSize, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::count(data.begin(), data.end(), 0x7a) == static_cast<std::ptrdiff_t>(kSize));
+  {
+    stest::Gate gate;
+    gate.block(stream);
+    REQUIRE(hipMemsetAsync(device, 0x3c, kSize, stream) == hipSuccess);
+    hipIpcMemHandle_t again{};
+    CHECK(hipIpcGetMemHandle(&again, device) == hipSuccess);
+    CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+    gate.open();
+  }
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  REQUIRE(hipMemcpy(data.data(), device, kSize, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::count(data.begin(), data.end(), 0x3c) == static_cast<std::ptrdiff_t>(kSize));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(device) == hipSuccess);
 }

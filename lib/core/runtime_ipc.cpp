@@ -5,14 +5,39 @@
 
 namespace hipxx::core {
 
+namespace {
+// Only the base of a plain device allocation can be exported.
+bool exportable(const LinearAllocation* allocation) noexcept {
+  return allocation != nullptr && allocation->kind == LinearKind::device;
+}
+}  // namespace
+
 hipError_t Runtime::ipc_get_handle(hipIpcMemHandle_t* handle, void* ptr) {
   if (handle == nullptr || ptr == nullptr) return hipErrorInvalidValue;
   const auto base = reinterpret_cast<std::uintptr_t>(ptr);
+  if (backend_->ipc_export_moves_memory()) {
+    bool first = false;
+    {
+      std::shared_lock lock{mutex_};
+      const LinearAllocation* allocation = address_space_.linear_at(base);
+      if (!exportable(allocation)) return hipErrorInvalidValue;
+      first = !allocation->exported;
+    }
+    // The first export moves the contents: work queued before it that writes the memory lands
+    // first, as it would on a GPU, where exporting moves nothing. Later exports move nothing and
+    // wait for nothing.
+    if (first) {
+      for (int device = 0; device < device_count(); ++device) streams_.synchronize_device(device);
+    }
+  }
   std::unique_lock lock{mutex_};
-  const LinearAllocation* allocation = address_space_.linear_at(base);
-  // Only the base of a plain device allocation can be exported.
-  if (allocation == nullptr || allocation->kind != LinearKind::device) return hipErrorInvalidValue;
-  return backend_->ipc_get_handle(ptr, allocation->size, handle);
+  LinearAllocation* allocation = address_space_.linear_at(base);
+  if (!exportable(allocation)) return hipErrorInvalidValue;
+  if (const hipError_t error = backend_->ipc_get_handle(ptr, allocation->size, handle); error != hipSuccess) {
+    return error;
+  }
+  allocation->exported = true;
+  return hipSuccess;
 }
 
 hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsigned flags) {

@@ -385,6 +385,9 @@ class HostBackend final : public Backend {
     return ipc_exports_.get_handle(ptr, size, handle);
   }
 
+  // A plain allocation is private memory until its first export copies it to a named object.
+  bool ipc_export_moves_memory() const noexcept override { return true; }
+
   hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
     return host::IpcExports::open(handle, ptr, size);
   }
