@@ -12,13 +12,15 @@
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <chrono>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -543,6 +545,43 @@ TEST_CASE("bad prefetches are refused at the call") {
 
 // ---------------------------------------------------------------------------------------------
 // Stream attachment.
+
+TEST_CASE("hipStreamAttachMemAsync: system-allocated memory, where the device uses it unregistered") {
+  // "dev_ptr: pointer to managed memory or to a valid host-accessible region of system-allocated
+  // memory". Such a region has no size the runtime could look up, so it comes with its length.
+  stest::LeakCheck leaks;
+  int pageable = -1;
+  REQUIRE(hipDeviceGetAttribute(&pageable, hipDeviceAttributePageableMemoryAccess, 0) == hipSuccess);
+  REQUIRE((pageable == 0 || pageable == 1));
+  int host_tables = -1;
+  REQUIRE(hipDeviceGetAttribute(&host_tables, hipDeviceAttributePageableMemoryAccessUsesHostPageTables, 0) ==
+          hipSuccess);
+  CHECK((host_tables == 0 || host_tables == 1));
+  const hipError_t where_usable = pageable == 1 ? hipSuccess : hipErrorInvalidValue;
+  hipStream_t const stream = stest::make_stream();
+  std::vector<unsigned char> system(3 * kPage + 5, 0x21);
+  for (unsigned const flags :
+       {unsigned{hipMemAttachSingle}, unsigned{hipMemAttachHost}, unsigned{hipMemAttachGlobal}}) {
+    CHECK(hipStreamAttachMemAsync(stream, system.data(), system.size(), flags) == where_usable);
+    CHECK(hipStreamAttachMemAsync(stream, system.data() + 7, 100, flags) == where_usable);
+  }
+  CHECK(hipStreamAttachMemAsync(stream, system.data(), 0, hipMemAttachSingle) == hipErrorInvalidValue);
+  CHECK(hipStreamAttachMemAsync(stream, system.data(), system.size(), 0) == hipErrorInvalidValue);
+  // A range that runs off the end of the address space, and one the process no longer has.
+  CHECK(hipStreamAttachMemAsync(stream, system.data(), SIZE_MAX, hipMemAttachSingle) == hipErrorInvalidValue);
+  void* gone = mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(gone != MAP_FAILED);
+  REQUIRE(munmap(gone, 2 * kPage) == 0);
+  CHECK(hipStreamAttachMemAsync(stream, gone, kPage, hipMemAttachSingle) == hipErrorInvalidValue);
+  // Memory of the runtime's own is not system memory, whatever length is named.
+  void* device = nullptr;
+  REQUIRE(hipMalloc(&device, kPage) == hipSuccess);
+  CHECK(hipStreamAttachMemAsync(stream, device, kPage, hipMemAttachSingle) == hipErrorInvalidValue);
+  CHECK(hipFree(device) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(std::all_of(system.begin(), system.end(), [](unsigned char byte) { return byte == 0x21; }));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
 
 TEST_CASE("hipStreamAttachMemAsync: the base of a managed allocation, whole, with a known flag") {
   stest::LeakCheck leaks;

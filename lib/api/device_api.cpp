@@ -24,6 +24,10 @@ hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttrib
     case hipDeviceAttributeCanUseStreamWaitValue: *value = 1; break;
     case hipDeviceAttributeManagedMemory: *value = device.managed_memory ? 1 : 0; break;
     case hipDeviceAttributeConcurrentManagedAccess: *value = device.concurrent_managed_access ? 1 : 0; break;
+    case hipDeviceAttributePageableMemoryAccess: *value = device.pageable_memory_access ? 1 : 0; break;
+    case hipDeviceAttributePageableMemoryAccessUsesHostPageTables:
+      *value = device.pageable_memory_access_uses_host_page_tables ? 1 : 0;
+      break;
     case hipDeviceAttributeStreamPrioritiesSupported:
     case hipDeviceAttributeUnifiedAddressing: *value = 1; break;
     case hipDeviceAttributeIntegrated: *value = device.integrated ? 1 : 0; break;

@@ -37,6 +37,10 @@ struct DeviceProperties {
   bool integrated = false;
   bool managed_memory = false;
   bool concurrent_managed_access = false;
+  // Whether the device may use memory the system allocated (malloc, mmap) without registering it,
+  // and whether it does so through the host's own page tables.
+  bool pageable_memory_access = false;
+  bool pageable_memory_access_uses_host_page_tables = false;
 };
 
 // What a device may do with one mapping. The books pass one grant for every device, none included.

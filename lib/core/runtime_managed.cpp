@@ -1,6 +1,9 @@
 // HIP's managed memory calls, checked against the books and the per-page advice state.
 #include "core/runtime.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <mutex>
 
 namespace hipxx::core {
@@ -82,6 +85,34 @@ hipError_t Runtime::range_attribute(void* data, std::size_t data_size, hipMemRan
   return managed_.query(attribute, address_of(ptr), bytes, data, data_size);
 }
 
+// Memory the system allocated may be attached where the stream's device uses such memory without
+// registering it: a region mapped in this process that is none of the runtime's own allocations,
+// with its length, since the system keeps no sizes the runtime could look up. Nothing about it is
+// recorded: attachment decides which streams may touch managed pages, and these pages are not
+// managed by the runtime.
+hipError_t Runtime::attachable_system_memory(int device, const void* ptr, std::size_t length) const {
+  const std::uintptr_t address = address_of(ptr);
+  if (length == 0 || address + length < address || !backend_->device(device).pageable_memory_access) {
+    return hipErrorInvalidValue;
+  }
+  if (runtime_memory_at_ends(address, length)) return hipErrorInvalidValue;
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t start = address / page * page;
+  // msync asks nothing of the pages but that they are mapped: ENOMEM where any is not.
+  return msync(reinterpret_cast<void*>(start), address + length - start, MS_ASYNC) == 0 ? hipSuccess
+                                                                                        : hipErrorInvalidValue;
+}
+
+bool Runtime::runtime_memory_at_ends(std::uintptr_t address, std::size_t bytes) const {
+  std::shared_lock lock{mutex_};
+  for (const std::uintptr_t end : {address, address + bytes - 1}) {
+    if (address_space_.linear_containing(end) != nullptr || address_space_.reservation_holding(end, 1) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
 hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags) {
   const std::shared_ptr<Stream> target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
@@ -89,10 +120,9 @@ hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, un
     return hipErrorInvalidValue;
   }
   const std::optional<ManagedSpan> allocation = managed_.allocation_holding(address_of(ptr), 1);
+  if (!allocation) return attachable_system_memory(target->traits().device, ptr, length);
   // Managed memory attaches whole: from its base, with length 0 or its full size.
-  if (!allocation || allocation->base != address_of(ptr) || (length != 0 && length != allocation->size)) {
-    return hipErrorInvalidValue;
-  }
+  if (allocation->base != address_of(ptr) || (length != 0 && length != allocation->size)) return hipErrorInvalidValue;
   streams_.enqueue(*target, [this, span = *allocation, flags] {
     managed_.set_attach(span.base, flags, span.generation);
     return hipSuccess;

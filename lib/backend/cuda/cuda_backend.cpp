@@ -813,6 +813,9 @@ DeviceProperties properties_of(const DriverApi& api, CUdevice device, int ordina
   properties.managed_memory = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, device) != 0;
   properties.concurrent_managed_access =
       attribute(api, cuda::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) != 0;
+  properties.pageable_memory_access = attribute(api, cuda::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, device) != 0;
+  properties.pageable_memory_access_uses_host_page_tables =
+      attribute(api, cuda::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, device) != 0;
   if (properties.virtual_memory) {
     properties.minimum_granularity =
         granularity_of(api, device, properties.posix_fd_export, cuda::CU_MEM_ALLOC_GRANULARITY_MINIMUM);

@@ -173,6 +173,9 @@ class HostBackend final : public Backend {
           // The host and every device share one memory, so both may touch managed pages at once.
           .managed_memory = true,
           .concurrent_managed_access = true,
+          // A device here is the host itself: any memory of the process is its memory.
+          .pageable_memory_access = true,
+          .pageable_memory_access_uses_host_page_tables = true,
       });
     }
     (void)arena_.prepare();  // where it cannot, reservations are made directly
