@@ -274,6 +274,18 @@ TEST_CASE("CU masks: create/get round trip, the default mask, and refusals") {
   CHECK(bits == std::min(units, 128));
   CHECK((all[0] & 1U) == 1U);
 
+  // Words and bits past the device's compute units are ignored: what comes back is what is in effect.
+  const std::array<std::uint32_t, 5> beyond{0xFFFFFFFFU, 0xFFFFFFFFU, 0xFFFFFFFFU, 0xFFFFFFFFU, 0xFFFFFFFFU};
+  hipStream_t wide = nullptr;
+  REQUIRE(hipExtStreamCreateWithCUMask(&wide, static_cast<std::uint32_t>(beyond.size()), beyond.data()) == hipSuccess);
+  std::uint32_t in_effect[5] = {};
+  CHECK(hipExtStreamGetCUMask(wide, 5, in_effect) == hipSuccess);
+  int effective_bits = 0;
+  for (std::uint32_t word : in_effect) effective_bits += __builtin_popcount(word);
+  CHECK(effective_bits == std::min(units, 160));
+  CHECK(hipStreamSynchronize(wide) == hipSuccess);
+  CHECK(hipStreamDestroy(wide) == hipSuccess);
+
   // Refusals.
   CHECK(hipExtStreamGetCUMask(masked, 0, got) == hipErrorInvalidValue);
   CHECK(hipExtStreamGetCUMask(masked, 1, nullptr) == hipErrorInvalidValue);

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
+#include <vector>
 
 using hipxx::api::guarded;
 using hipxx::core::Runtime;
@@ -15,6 +17,19 @@ using hipxx::core::StreamTraits;
 
 namespace hipxx::api {
 namespace {
+
+// The part of a requested CU mask that names compute units the device has: words and bits past
+// them are ignored, as HIP documents, so the mask kept (and given back) is the one in effect.
+std::vector<std::uint32_t> effective_cu_mask(std::span<const std::uint32_t> requested, int units) {
+  if (units <= 0) return {requested.begin(), requested.end()};  // a device that does not say
+  const auto words_with_units = static_cast<std::size_t>((units + 31) / 32);
+  const std::size_t kept = std::min(requested.size(), words_with_units);
+  std::vector<std::uint32_t> mask(requested.begin(), requested.begin() + static_cast<std::ptrdiff_t>(kept));
+  if (const int in_last_word = units % 32; in_last_word != 0 && kept == words_with_units) {
+    mask.back() &= (1U << in_last_word) - 1U;
+  }
+  return mask;
+}
 
 // Lower numbers mean greater priority, as in HIP: high -1, normal 0, low 1.
 constexpr int kGreatestPriority = -1;
@@ -149,7 +164,9 @@ hipError_t hipStreamCreateWithPriority(hipStream_t* stream, unsigned int flags, 
 hipError_t hipExtStreamCreateWithCUMask(hipStream_t* stream, uint32_t cuMaskSize, const uint32_t* cuMask) {
   return guarded([&](Runtime& runtime) {
     if (cuMaskSize == 0 || cuMask == nullptr) return hipErrorInvalidValue;
-    return hipxx::api::create_stream(runtime, stream, hipStreamDefault, 0, {cuMask, cuMask + cuMaskSize});
+    const int units = runtime.backend().device(Runtime::current_device()).multiprocessor_count;
+    return hipxx::api::create_stream(runtime, stream, hipStreamDefault, 0,
+                                     hipxx::api::effective_cu_mask({cuMask, cuMaskSize}, units));
   });
 }
 
