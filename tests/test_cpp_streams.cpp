@@ -146,17 +146,18 @@ TEST_CASE("Stream::create reports flags and priority; CU-masked streams report t
   REQUIRE(lazy);
   CHECK(lazy.value().priority().value() == range.value().least);
 
+  // Units 0 and 2, of which the device keeps those it has.
+  auto const units = current_device().value().attribute(hipDeviceAttributeMultiprocessorCount);
+  REQUIRE(units);
   std::vector<std::uint32_t> const mask{0x5U};
   auto const masked = Stream::create(mask);
   REQUIRE(masked);
   auto const read_back = masked.value().cu_mask();
   REQUIRE(read_back);
   REQUIRE_FALSE(read_back.value().empty());
-  CHECK(read_back.value().front() == 0x5U);
+  CHECK(read_back.value().front() == (units.value() >= 3 ? 0x5U : 0x1U));
 
   // Without a mask every unit of the device is enabled.
-  auto const units = current_device().value().attribute(hipDeviceAttributeMultiprocessorCount);
-  REQUIRE(units);
   auto const full = plain.value().cu_mask();
   REQUIRE(full);
   std::size_t set_bits = 0;
