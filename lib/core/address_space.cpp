@@ -157,18 +157,20 @@ bool AddressSpace::tracked(std::uintptr_t address) {
   return linear_containing(address) != nullptr || reservation_containing(address) != nullptr;
 }
 
+bool AddressSpace::overlaps_tracked(std::uintptr_t address, std::uintptr_t end) {
+  if (tracked(address)) return true;
+  if (const auto next = linear_.lower_bound(address); next != linear_.end() && next->first < end) return true;
+  const auto next = reservations_.lower_bound(address);
+  return next != reservations_.end() && next->first < end;
+}
+
 bool AddressSpace::device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed) {
   const std::uintptr_t end = address + bytes;
   if (end < address) return false;
   if (const LinearAllocation* linear = linear_containing(address)) return end <= linear->base + linear->size;
-  // A host range must not run into tracked memory either.
-  if (auto next = linear_.lower_bound(address); next != linear_.end() && next->first < end) return false;
-
   Reservation* reservation = reservation_containing(address);
-  if (reservation == nullptr) {
-    auto next = reservations_.lower_bound(address);
-    return next == reservations_.end() || next->first >= end;
-  }
+  // A host range must not run into tracked memory either.
+  if (reservation == nullptr) return !overlaps_tracked(address, end);
   if (!reservation->contains(address, bytes)) return false;
   std::uintptr_t cursor = address;
   while (cursor < end) {

@@ -221,6 +221,8 @@ class AddressSpace {
   [[nodiscard]] bool device_may_touch(std::uintptr_t address, std::size_t bytes, int device, hipMemAccessFlags needed);
   // Inside a reservation or a linear allocation: memory of the runtime's, not the application's host memory.
   [[nodiscard]] bool tracked(std::uintptr_t address);
+  // Whether any byte of [address, end) is tracked: a range of the application's host memory has none.
+  [[nodiscard]] bool overlaps_tracked(std::uintptr_t address, std::uintptr_t end);
 
   [[nodiscard]] std::size_t reservation_count() const noexcept { return reservations_.size(); }
   [[nodiscard]] std::size_t mapping_count() const noexcept;

@@ -141,8 +141,6 @@ class alignas(64) Runtime {
 
  private:
   [[nodiscard]] hipError_t attachable_system_memory(int device, const void* ptr, std::size_t length) const;
-  // Whether [address, address + bytes) is memory the runtime gave out (or reserved) at either end.
-  [[nodiscard]] bool runtime_memory_at_ends(std::uintptr_t address, std::size_t bytes) const;
   // What instance() builds.
   [[nodiscard]] static Runtime process_runtime();
 

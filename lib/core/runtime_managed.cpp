@@ -95,22 +95,15 @@ hipError_t Runtime::attachable_system_memory(int device, const void* ptr, std::s
   if (length == 0 || address + length < address || !backend_->device(device).pageable_memory_access) {
     return hipErrorInvalidValue;
   }
-  if (runtime_memory_at_ends(address, length)) return hipErrorInvalidValue;
+  {
+    std::shared_lock lock{mutex_};
+    if (address_space_.overlaps_tracked(address, address + length)) return hipErrorInvalidValue;
+  }
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const std::uintptr_t start = address / page * page;
   // msync asks nothing of the pages but that they are mapped: ENOMEM where any is not.
   return msync(reinterpret_cast<void*>(start), address + length - start, MS_ASYNC) == 0 ? hipSuccess
                                                                                         : hipErrorInvalidValue;
-}
-
-bool Runtime::runtime_memory_at_ends(std::uintptr_t address, std::size_t bytes) const {
-  std::shared_lock lock{mutex_};
-  for (const std::uintptr_t end : {address, address + bytes - 1}) {
-    if (address_space_.linear_containing(end) != nullptr || address_space_.reservation_holding(end, 1) != nullptr) {
-      return true;
-    }
-  }
-  return false;
 }
 
 hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags) {
