@@ -273,6 +273,11 @@ class Backend {
 // Reads HIPXX_HOST_DEVICES; the embedded default, always available on Linux.
 [[nodiscard]] std::unique_ptr<Backend> make_host_backend(int device_count);
 
+// ROCr, opened with dlopen("libhsa-runtime64.so.1", or the path in HIPXX_ROCR_LIBRARY). Null, with the
+// reason in `error`, where the library is absent or lacks the virtual memory API, hsa_init fails or
+// ROCr reports no GPU agent.
+[[nodiscard]] std::unique_ptr<Backend> make_rocr_backend(std::string& error);
+
 // The CUDA driver, opened with dlopen("libcuda.so.1") (no build-time CUDA dependency). Null, with the
 // reason in `error`, where the library is absent, cuInit fails or the driver reports no device.
 [[nodiscard]] std::unique_ptr<Backend> make_cuda_backend(std::string& error);

@@ -40,22 +40,24 @@ Runtime Runtime::process_runtime() {
   const char* text = std::getenv("HIPXX_BACKEND");
   const std::string_view choice = text == nullptr || *text == '\0' ? std::string_view{"auto"} : text;
   std::string error;
-  // auto: ROCr (once it exists), then CUDA where the driver finds a device, else the host backend.
+  // auto: ROCr where it finds a GPU agent, then CUDA where the driver finds a device, else the host
+  // backend. Why auto passed a GPU backend over is not an error.
+  if (choice == "rocr" || choice == "auto") {
+    if (auto rocr = backend::make_rocr_backend(error)) return Runtime{std::move(rocr)};
+    if (choice == "rocr") return Runtime{nullptr, error};
+    error.clear();
+  }
   if (choice == "cuda" || choice == "auto") {
     if (auto cuda = backend::make_cuda_backend(error)) return Runtime{std::move(cuda)};
     if (choice == "cuda") return Runtime{nullptr, error};
-    error.clear();  // auto falls back to the host backend; why CUDA was passed over is not an error
+    error.clear();
   }
   if (choice == "host" || choice == "auto") {
     const int devices = host_device_count(error);
     if (devices == 0) return Runtime{nullptr, error};
     return Runtime{backend::make_host_backend(devices)};
   }
-  if (choice == "rocr") {
-    error = "the " + std::string{choice} + " backend is not part of this build";
-  } else {
-    error = "HIPXX_BACKEND must be host, rocr, cuda or auto, not '" + std::string{choice} + "'";
-  }
+  error = "HIPXX_BACKEND must be host, rocr, cuda or auto, not '" + std::string{choice} + "'";
   return Runtime{nullptr, error};
 }
 

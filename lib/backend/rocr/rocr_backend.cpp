@@ -1,0 +1,877 @@
+// The ROCr backend: AMD's HSA runtime, reached through dlopen("libhsa-runtime64.so.1") so that hipxx
+// needs no ROCm to build, and runs (on another backend) where ROCm is absent or too old.
+//
+// How each backend operation maps onto ROCr:
+//   reserve / free_reservation  hsa_amd_vmem_address_reserve_align (or _reserve) / _address_free,
+//                               once per arena chunk; ordinary reservations are ranges of chunks
+//   create_physical / release   hsa_amd_vmem_handle_create in the device's coarse-grained global
+//                               pool / hsa_amd_vmem_handle_release
+//   export_fd / import_fd       hsa_amd_vmem_export_shareable_handle / _import_shareable_handle
+//                               (dmabuf fds)
+//   map / unmap                 hsa_amd_vmem_map(va, size, 0, handle, 0) / hsa_amd_vmem_unmap
+//   set_access                  hsa_amd_vmem_set_access with one descriptor per GPU, none included:
+//                               ROCr replaces every agent's permissions on each call
+//   copy / fill                 hsa_amd_memory_async_copy, waited for; application host memory is
+//                               staged through a buffer of the CPU agent's pool that every GPU may
+//                               use / hsa_amd_memory_fill for the aligned words, staged bytes at the ends
+//   allocate / deallocate       hsa_amd_memory_pool_allocate / _free (the device's pool)
+//   managed memory              anonymous host memory made shared virtual memory with
+//                               hsa_amd_svm_attributes_set; prefetch is hsa_amd_svm_prefetch_async
+//   legacy IPC                  hsa_amd_ipc_memory_create / _attach / _detach
+//
+// Every operation is finished when it returns, so synchronize has nothing to wait for; streams run
+// their work on the runtime's host threads (create_queue gives none).
+//
+// The backend never dereferences device memory on the host: where a copy or fill needs to know
+// whether an address is device memory it asks its own table of the device memory it made (mappings,
+// pool allocations, IPC attachments); anything else is application host memory.
+#include "backend/address_arena.hpp"
+#include "backend/backend.hpp"
+#include "backend/rocr/hsa_runtime.hpp"
+#include "core/runtime.hpp"  // only for the calling thread's current HIP device
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hipxx::backend {
+namespace {
+
+using rocr::hsa_agent_t;
+using rocr::hsa_amd_memory_pool_t;
+using rocr::hsa_amd_vmem_alloc_handle_t;
+using rocr::hsa_signal_t;
+using rocr::hsa_status_t;
+using rocr::RuntimeApi;
+
+hipError_t to_hip(hsa_status_t status) noexcept {
+  switch (status) {
+    case rocr::HSA_STATUS_SUCCESS: return hipSuccess;
+    case rocr::HSA_STATUS_ERROR_INVALID_ARGUMENT:
+    case rocr::HSA_STATUS_ERROR_INVALID_ALLOCATION:
+    case rocr::HSA_STATUS_ERROR_INVALID_MEMORY_POOL:
+    case rocr::HSA_STATUS_ERROR_RESOURCE_FREE: return hipErrorInvalidValue;
+    case rocr::HSA_STATUS_ERROR_INVALID_AGENT: return hipErrorInvalidDevice;
+    case rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES: return hipErrorOutOfMemory;
+    case rocr::HSA_STATUS_ERROR_NOT_INITIALIZED: return hipErrorNotInitialized;
+    case rocr::HSA_STATUS_ERROR_MEMORY_FAULT:
+    case rocr::HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: return hipErrorIllegalAddress;
+    default: return hipErrorUnknown;
+  }
+}
+
+std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+
+void* pointer_to(std::uintptr_t address) noexcept { return reinterpret_cast<void*>(address); }
+
+std::size_t page_size() noexcept {
+  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+rocr::hsa_access_permission_t permission_of(hipMemAccessFlags flags) noexcept {
+  switch (flags) {
+    case hipMemAccessFlagsProtRead: return rocr::HSA_ACCESS_PERMISSION_RO;
+    case hipMemAccessFlagsProtReadWrite: return rocr::HSA_ACCESS_PERMISSION_RW;
+    default: return rocr::HSA_ACCESS_PERMISSION_NONE;
+  }
+}
+
+// A GPU agent with the pool its device memory comes from.
+struct GpuAgent {
+  hsa_agent_t agent{};
+  hsa_amd_memory_pool_t pool{};
+};
+
+// The ABI of hipIpcMemHandle_t's 64 bytes on this backend: ROCr's 32-byte handle, the allocation's
+// size (attach needs it), the exporting process (HIP refuses to open a handle in the process that
+// made it) and a tag that tells a handle of this backend from anything else.
+struct IpcHandleBytes {
+  rocr::hsa_amd_ipc_memory_t rocr_handle;
+  std::uint64_t size;
+  std::int32_t process;
+  std::uint32_t tag;
+  std::array<unsigned char, 16> unused;
+};
+static_assert(sizeof(IpcHandleBytes) == sizeof(hipIpcMemHandle_t));
+constexpr std::uint32_t kIpcTag = 0x72637278;  // "xrcr"
+
+// What kind of device memory a range of the backend's table is, for choosing the agent that copies it.
+enum class DeviceMemory { mapping, pool_allocation, ipc_attachment };
+
+struct DeviceRange {
+  std::size_t size = 0;
+  DeviceMemory kind = DeviceMemory::mapping;
+  int owner = 0;  // the device whose pool it came from; for a mapping, its allocation's, where known
+  std::vector<hipMemAccessFlags> granted;  // a mapping's grants, one per device; empty: none yet
+};
+
+// Where one side of a copy is: host memory (no agent), or device memory and the agent that may reach it.
+struct Place {
+  bool device = false;
+  hsa_agent_t agent{};
+};
+
+class RocrBackend final : public Backend {
+ public:
+  RocrBackend(const RuntimeApi& api, hsa_agent_t cpu, hsa_amd_memory_pool_t cpu_pool, std::vector<GpuAgent> gpus,
+              std::vector<DeviceProperties> devices)
+      : api_(api), cpu_(cpu), cpu_pool_(cpu_pool), gpus_(std::move(gpus)), devices_(std::move(devices)) {
+    (void)arena_.prepare();  // where it cannot, reservations go to ROCr one by one
+  }
+
+  RocrBackend(const RocrBackend&) = delete;
+  RocrBackend& operator=(const RocrBackend&) = delete;
+  RocrBackend(RocrBackend&&) = delete;
+  RocrBackend& operator=(RocrBackend&&) = delete;
+
+  // The runtime lives until the process ends; what ROCr holds for it goes with the process.
+  ~RocrBackend() override {
+    if (bounce_ != nullptr) (void)api_.hsa_amd_memory_pool_free(bounce_);
+  }
+
+  std::string_view name() const noexcept override { return "rocr"; }
+  int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
+  const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
+  std::string queues_unavailable() const override {
+    return "the ROCr backend runs stream work on host threads (it makes no HSA queues yet)";
+  }
+
+  hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
+    if (hint != 0 ? arena_.holds(hint) : arena_.serves(size, alignment)) {
+      if (const std::uintptr_t at = hint != 0 ? arena_.take_at(hint, size) : arena_.take(size, alignment); at != 0) {
+        *va = pointer_to(at);
+        return hipSuccess;
+      }
+    }
+    const std::uintptr_t at = reserve_directly(size, alignment, hint);
+    if (at == 0) return hipErrorOutOfMemory;
+    *va = pointer_to(at);
+    return hipSuccess;
+  }
+
+  hipError_t free_reservation(void* va, std::size_t size) override {
+    if (arena_.give_back(address_of(va), size)) return hipSuccess;
+    return free_directly(address_of(va), size);
+  }
+
+  hipError_t create_physical(int device, std::size_t size, bool exportable, PhysicalHandle* out) override {
+    if (!valid(device)) return hipErrorInvalidDevice;
+    const DeviceProperties& properties = devices_[static_cast<std::size_t>(device)];
+    if (!properties.virtual_memory || (exportable && !properties.posix_fd_export)) return hipErrorNotSupported;
+    hsa_amd_vmem_alloc_handle_t handle{};
+    if (const hsa_status_t status = api_.hsa_amd_vmem_handle_create(gpus_[static_cast<std::size_t>(device)].pool,
+                                                                     size, rocr::MEMORY_TYPE_NONE, 0, &handle);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    try {
+      std::lock_guard lock{mutex_};
+      handle_devices_[handle.handle] = device;
+    } catch (...) {
+      (void)api_.hsa_amd_vmem_handle_release(handle);
+      throw;
+    }
+    out->value = handle.handle;
+    return hipSuccess;
+  }
+
+  hipError_t release_physical(PhysicalHandle handle) override {
+    if (const hsa_status_t status = api_.hsa_amd_vmem_handle_release({handle.value});
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    std::lock_guard lock{mutex_};
+    handle_devices_.erase(handle.value);
+    return hipSuccess;
+  }
+
+  hipError_t export_fd(PhysicalHandle handle, int* fd) override {
+    int exported = -1;
+    if (const hsa_status_t status = api_.hsa_amd_vmem_export_shareable_handle(&exported, {handle.value}, 0);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    *fd = exported;
+    return hipSuccess;
+  }
+
+  // A dmabuf's size is the file's; where fstat does not give it, the books learn it at the first map.
+  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+    hsa_amd_vmem_alloc_handle_t handle{};
+    if (const hsa_status_t status = api_.hsa_amd_vmem_import_shareable_handle(fd, &handle);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      // An fd that is no allocation's is, for HIP, an invalid value.
+      return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
+    }
+    struct stat status {};
+    *size = fstat(fd, &status) == 0 && status.st_size > 0 ? static_cast<std::size_t>(status.st_size) : 0;
+    out->value = handle.handle;
+    return hipSuccess;
+  }
+
+  hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
+    std::lock_guard lock{mutex_};
+    // Booked before the call, so that nothing can fail once ROCr has mapped.
+    const auto [entry, inserted] = device_ranges_.insert_or_assign(
+        address_of(va), DeviceRange{.size = size, .kind = DeviceMemory::mapping, .owner = owner_of(handle), .granted = {}});
+    if (const hsa_status_t status = api_.hsa_amd_vmem_map(va, size, 0, {handle.value}, 0);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      device_ranges_.erase(entry);
+      return to_hip(status);
+    }
+    return hipSuccess;
+  }
+
+  hipError_t unmap(void* va, std::size_t size) override {
+    if (const hsa_status_t status = api_.hsa_amd_vmem_unmap(va, size); status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    std::lock_guard lock{mutex_};
+    device_ranges_.erase(address_of(va));
+    return hipSuccess;
+  }
+
+  hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
+                        PhysicalHandle /*handle*/) override {
+    std::vector<hipMemAccessFlags> wanted(devices_.size(), hipMemAccessFlagsProtNone);
+    for (const AccessGrant& grant : grants) {
+      if (!valid(grant.device)) return hipErrorInvalidDevice;
+      wanted[static_cast<std::size_t>(grant.device)] = grant.flags;
+    }
+    std::vector<rocr::hsa_amd_memory_access_desc_t> descriptors;
+    descriptors.reserve(gpus_.size());
+    for (std::size_t device = 0; device < gpus_.size(); ++device) {
+      descriptors.push_back({.permissions = permission_of(wanted[device]), .agent_handle = gpus_[device].agent});
+    }
+    std::lock_guard lock{mutex_};
+    if (const hsa_status_t status = api_.hsa_amd_vmem_set_access(va, size, descriptors.data(), descriptors.size());
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    if (const auto found = device_ranges_.find(address_of(va)); found != device_ranges_.end()) {
+      found->second.granted = std::move(wanted);
+    }
+    return hipSuccess;
+  }
+
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return hipSuccess;
+    const Place to = place_of(dst, true);
+    const Place from = place_of(src, false);
+    if (!to.device && !from.device) {
+      std::memmove(dst, src, bytes);
+      return hipSuccess;
+    }
+    if (to.device && from.device) return copy_and_wait(dst, to.agent, src, from.agent, bytes);
+    return staged_copy(dst, to, src, from, bytes);
+  }
+
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    const Place to = place_of(dst, true);
+    if (!to.device) {
+      std::memset(dst, value, bytes);
+      return hipSuccess;
+    }
+    // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first and after
+    // the last such word are copied in from a buffer of the value.
+    auto* const start = static_cast<unsigned char*>(dst);
+    const std::uintptr_t first_word = (address_of(start) + 3) & ~std::uintptr_t{3};
+    const std::uintptr_t end = address_of(start) + bytes;
+    const std::uintptr_t words_end = std::max(first_word, end & ~std::uintptr_t{3});
+    if (words_end > first_word) {
+      const std::uint32_t pattern = 0x01010101U * value;
+      if (const hsa_status_t status =
+              api_.hsa_amd_memory_fill(pointer_to(first_word), pattern, (words_end - first_word) / 4);
+          status != rocr::HSA_STATUS_SUCCESS) {
+        return to_hip(status);
+      }
+    }
+    const std::array<unsigned char, 4> pattern_bytes{value, value, value, value};
+    const std::size_t head = std::min<std::uintptr_t>(first_word, end) - address_of(start);
+    if (head > 0) {
+      if (const hipError_t error = staged_copy(start, to, pattern_bytes.data(), Place{}, head); error != hipSuccess) {
+        return error;
+      }
+    }
+    if (words_end > first_word && end > words_end) {
+      return staged_copy(pointer_to(words_end), to, pattern_bytes.data(), Place{}, end - words_end);
+    }
+    return hipSuccess;
+  }
+
+  hipError_t synchronize(int device) override { return valid(device) ? hipSuccess : hipErrorInvalidDevice; }
+
+  // A word of device memory moves by a copy of its 4 or 8 bytes, which a copy engine does not tear.
+  hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
+    if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
+    std::uint64_t word = 0;
+    std::uint32_t narrow = 0;
+    void* into = bytes == sizeof(std::uint32_t) ? static_cast<void*>(&narrow) : &word;
+    if (place_of(address, false).device) {
+      if (const hipError_t error = copy(into, address, bytes); error != hipSuccess) return error;
+    } else if (bytes == sizeof(std::uint32_t)) {
+      narrow = std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load();
+    } else {
+      word = std::atomic_ref{*static_cast<std::uint64_t*>(const_cast<void*>(address))}.load();
+    }
+    *value = bytes == sizeof(std::uint32_t) ? narrow : word;
+    return hipSuccess;
+  }
+
+  hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
+    const auto narrow = static_cast<std::uint32_t>(value);
+    if (place_of(address, true).device) {
+      return copy(address, bytes == sizeof(std::uint32_t) ? static_cast<const void*>(&narrow) : &value, bytes);
+    }
+    if (bytes == sizeof(std::uint32_t)) {
+      std::atomic_ref{*static_cast<std::uint32_t*>(address)}.store(narrow);
+    } else {
+      std::atomic_ref{*static_cast<std::uint64_t*>(address)}.store(value);
+    }
+    return hipSuccess;
+  }
+
+  hipError_t allocate(int device, std::size_t size, void** out) override {
+    if (!valid(device)) return hipErrorInvalidDevice;
+    void* at = nullptr;
+    if (const hsa_status_t status =
+            api_.hsa_amd_memory_pool_allocate(gpus_[static_cast<std::size_t>(device)].pool, size, 0, &at);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    try {
+      std::lock_guard lock{mutex_};
+      device_ranges_[address_of(at)] = DeviceRange{.size = size, .kind = DeviceMemory::pool_allocation, .owner = device, .granted = {}};
+    } catch (...) {
+      (void)api_.hsa_amd_memory_pool_free(at);
+      throw;
+    }
+    *out = at;
+    return hipSuccess;
+  }
+
+  hipError_t deallocate(void* ptr, std::size_t /*size*/) override {
+    std::unique_lock lock{mutex_};
+    if (const auto managed = managed_.find(address_of(ptr)); managed != managed_.end()) {
+      const std::size_t length = managed->second;
+      managed_.erase(managed);
+      lock.unlock();
+      return munmap(ptr, length) == 0 ? hipSuccess : hipErrorInvalidValue;
+    }
+    if (const hsa_status_t status = api_.hsa_amd_memory_pool_free(ptr); status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    device_ranges_.erase(address_of(ptr));
+    return hipSuccess;
+  }
+
+  // Host memory that every GPU may use as shared virtual memory, fine-grained as HIP's managed
+  // memory starts out on AMD GPUs. It is host memory to this backend's copies: the host may always
+  // touch it (ROCr migrates it back on demand).
+  hipError_t allocate_managed(std::size_t size, unsigned /*flags*/, void** out) override {
+    if (!devices_.front().managed_memory) return hipErrorNotSupported;
+    const std::size_t length = round_up(size, page_size());
+    void* at = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (at == MAP_FAILED) return hipErrorOutOfMemory;
+    std::vector<rocr::hsa_amd_svm_attribute_pair_t> attributes{
+        {.attribute = rocr::HSA_AMD_SVM_ATTRIB_GLOBAL_FLAG, .value = rocr::HSA_AMD_SVM_GLOBAL_FLAG_FINE_GRAINED}};
+    for (const GpuAgent& gpu : gpus_) {
+      attributes.push_back({.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE, .value = gpu.agent.handle});
+    }
+    hsa_status_t status = api_.hsa_amd_svm_attributes_set(at, length, attributes.data(), attributes.size());
+    if (status == rocr::HSA_STATUS_SUCCESS) {
+      try {
+        std::lock_guard lock{mutex_};
+        managed_[address_of(at)] = length;
+      } catch (...) {
+        munmap(at, length);
+        throw;
+      }
+      *out = at;
+      return hipSuccess;
+    }
+    munmap(at, length);
+    return to_hip(status);
+  }
+
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    if (device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
+    const hsa_agent_t target = device == hipCpuDeviceId ? cpu_ : gpus_[static_cast<std::size_t>(device)].agent;
+    return with_completion([&](hsa_signal_t done) {
+      return api_.hsa_amd_svm_prefetch_async(const_cast<void*>(ptr), bytes, target, 0, nullptr, done);
+    });
+  }
+
+  hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) override {
+    rocr::hsa_amd_svm_attribute_pair_t attribute{};
+    switch (advice) {
+      case hipMemAdviseSetReadMostly:
+      case hipMemAdviseUnsetReadMostly:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_READ_MOSTLY, .value = advice == hipMemAdviseSetReadMostly};
+        break;
+      case hipMemAdviseSetPreferredLocation:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION, .value = agent_for(device).handle};
+        break;
+      case hipMemAdviseUnsetPreferredLocation:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION, .value = 0};  // no agent: none
+        break;
+      // Accessed-by asks for the device to map the memory where it is rather than migrate it on
+      // access; taking that back leaves the device access that may migrate, as the memory started.
+      case hipMemAdviseSetAccessedBy:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE_IN_PLACE, .value = agent_for(device).handle};
+        break;
+      case hipMemAdviseUnsetAccessedBy:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE, .value = agent_for(device).handle};
+        break;
+      case hipMemAdviseSetCoarseGrain:
+      case hipMemAdviseUnsetCoarseGrain:
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_GLOBAL_FLAG,
+                     .value = advice == hipMemAdviseSetCoarseGrain ? rocr::HSA_AMD_SVM_GLOBAL_FLAG_COARSE_GRAINED
+                                                                   : rocr::HSA_AMD_SVM_GLOBAL_FLAG_FINE_GRAINED};
+        break;
+      default: return hipErrorInvalidValue;
+    }
+    if (attribute.attribute != rocr::HSA_AMD_SVM_ATTRIB_READ_MOSTLY &&
+        attribute.attribute != rocr::HSA_AMD_SVM_ATTRIB_GLOBAL_FLAG && device != hipCpuDeviceId && !valid(device)) {
+      return hipErrorInvalidDevice;
+    }
+    return to_hip(api_.hsa_amd_svm_attributes_set(const_cast<void*>(ptr), bytes, &attribute, 1));
+  }
+
+  hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) override {
+    IpcHandleBytes bytes{};
+    if (const hsa_status_t status = api_.hsa_amd_ipc_memory_create(ptr, size, &bytes.rocr_handle);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    bytes.size = size;
+    bytes.process = static_cast<std::int32_t>(getpid());
+    bytes.tag = kIpcTag;
+    std::memcpy(handle, &bytes, sizeof bytes);
+    return hipSuccess;
+  }
+
+  // Attached for every GPU, as HIP's opened memory may be used from any device.
+  hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
+    IpcHandleBytes bytes{};
+    std::memcpy(&bytes, &handle, sizeof bytes);
+    if (bytes.tag != kIpcTag || bytes.size == 0) return hipErrorInvalidValue;
+    if (bytes.process == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
+    std::vector<hsa_agent_t> agents;
+    agents.reserve(gpus_.size());
+    for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
+    void* at = nullptr;
+    if (const hsa_status_t status =
+            api_.hsa_amd_ipc_memory_attach(&bytes.rocr_handle, bytes.size, static_cast<std::uint32_t>(agents.size()),
+                                           agents.data(), &at);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
+    }
+    try {
+      std::lock_guard lock{mutex_};
+      device_ranges_[address_of(at)] =
+          DeviceRange{.size = bytes.size, .kind = DeviceMemory::ipc_attachment, .owner = current_device(), .granted = {}};
+    } catch (...) {
+      (void)api_.hsa_amd_ipc_memory_detach(at);
+      throw;
+    }
+    *ptr = at;
+    *size = bytes.size;
+    return hipSuccess;
+  }
+
+  hipError_t ipc_close(void* ptr, std::size_t /*size*/) override {
+    if (const hsa_status_t status = api_.hsa_amd_ipc_memory_detach(ptr); status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    std::lock_guard lock{mutex_};
+    device_ranges_.erase(address_of(ptr));
+    return hipSuccess;
+  }
+
+ private:
+  static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
+
+  [[nodiscard]] static std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
+    return (value + multiple - 1) / multiple * multiple;
+  }
+
+  [[nodiscard]] bool valid(int device) const noexcept { return device >= 0 && device < device_count(); }
+
+  [[nodiscard]] int current_device() const noexcept {
+    const int device = core::Runtime::current_device();
+    return valid(device) ? device : 0;
+  }
+
+  [[nodiscard]] hsa_agent_t agent_for(int device) const noexcept {
+    if (device == hipCpuDeviceId || !valid(device)) return cpu_;
+    return gpus_[static_cast<std::size_t>(device)].agent;
+  }
+
+  // The device a handle's memory is on; an imported handle's is not known (its pool is the
+  // exporter's), and the calling thread's device stands for it.
+  [[nodiscard]] int owner_of(PhysicalHandle handle) const {
+    const auto found = handle_devices_.find(handle.value);
+    return found != handle_devices_.end() ? found->second : current_device();
+  }
+
+  // Device memory is reached through an agent allowed to: a pool allocation through its own device;
+  // a mapping through the calling thread's device where that has the access the copy needs (the
+  // books checked it), else through any device that has.
+  [[nodiscard]] Place place_of(const void* ptr, bool writing) {
+    std::lock_guard lock{mutex_};
+    auto after = device_ranges_.upper_bound(address_of(ptr));
+    if (after == device_ranges_.begin()) return {};
+    const auto& [base, range] = *std::prev(after);
+    if (address_of(ptr) >= base + range.size) return {};
+    if (range.kind != DeviceMemory::mapping) return {.device = true, .agent = agent_for(range.owner)};
+    const auto allows = [&](std::size_t device) {
+      if (range.granted.empty()) return false;
+      const hipMemAccessFlags flags = range.granted[device];
+      return writing ? flags == hipMemAccessFlagsProtReadWrite : flags != hipMemAccessFlagsProtNone;
+    };
+    const auto current = static_cast<std::size_t>(current_device());
+    if (allows(current)) return {.device = true, .agent = gpus_[current].agent};
+    for (std::size_t device = 0; device < gpus_.size(); ++device) {
+      if (allows(device)) return {.device = true, .agent = gpus_[device].agent};
+    }
+    return {.device = true, .agent = gpus_[current].agent};  // ROCr refuses it, and says why
+  }
+
+  // Runs `start(signal)`, which queues work that decrements the signal once, and waits for it.
+  template <class Start>
+  hipError_t with_completion(Start&& start) {
+    hsa_signal_t done{};
+    if (const hsa_status_t status = api_.hsa_signal_create(1, 0, nullptr, &done); status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    hipError_t result = to_hip(start(done));
+    if (result == hipSuccess) {
+      const rocr::hsa_signal_value_t left =
+          api_.hsa_signal_wait_scacquire(done, rocr::HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
+                                         rocr::HSA_WAIT_STATE_BLOCKED);
+      if (left < 0) result = hipErrorIllegalAddress;  // ROCr's sign that the work failed on the device
+    }
+    (void)api_.hsa_signal_destroy(done);
+    return result;
+  }
+
+  hipError_t copy_and_wait(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent,
+                           std::size_t bytes) {
+    return with_completion([&](hsa_signal_t done) {
+      return api_.hsa_amd_memory_async_copy(dst, dst_agent, src, src_agent, bytes, 0, nullptr, done);
+    });
+  }
+
+  // Application host memory is not the GPUs' to reach (it is pageable), so one side of the copy
+  // goes through the pinned buffer, a piece at a time.
+  hipError_t staged_copy(void* dst, const Place& to, const void* src, const Place& from, std::size_t bytes) {
+    std::lock_guard lock{bounce_mutex_};
+    if (const hipError_t error = make_bounce_locked(); error != hipSuccess) return error;
+    auto* const into = static_cast<unsigned char*>(dst);
+    const auto* const out_of = static_cast<const unsigned char*>(src);
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t piece = std::min(kBounceBytes, bytes - done);
+      hipError_t moved = hipSuccess;
+      if (to.device) {
+        std::memcpy(bounce_, out_of + done, piece);
+        moved = copy_and_wait(into + done, to.agent, bounce_, cpu_, piece);
+      } else {
+        moved = copy_and_wait(bounce_, cpu_, out_of + done, from.agent, piece);
+        if (moved == hipSuccess) std::memcpy(into + done, bounce_, piece);
+      }
+      if (moved != hipSuccess) return moved;
+      done += piece;
+    }
+    return hipSuccess;
+  }
+
+  // Made at the first staged copy and kept: memory of the CPU agent's pool that every GPU may use.
+  hipError_t make_bounce_locked() {
+    if (bounce_ != nullptr) return hipSuccess;
+    void* buffer = nullptr;
+    if (const hsa_status_t status = api_.hsa_amd_memory_pool_allocate(cpu_pool_, kBounceBytes, 0, &buffer);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    std::vector<hsa_agent_t> agents;
+    for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
+    if (const hsa_status_t status =
+            api_.hsa_amd_agents_allow_access(static_cast<std::uint32_t>(agents.size()), agents.data(), nullptr, buffer);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      (void)api_.hsa_amd_memory_pool_free(buffer);
+      return to_hip(status);
+    }
+    bounce_ = buffer;
+    return hipSuccess;
+  }
+
+  // Requests the arena does not serve: ROCr reserves them, aligned by ROCr where it can align, else
+  // over-reserved and the aligned part handed out (a reservation is freed whole, so the rest stays).
+  std::uintptr_t reserve_directly(std::size_t size, std::size_t alignment, std::uintptr_t hint) {
+    void* at = nullptr;
+    if (api_.hsa_amd_vmem_address_reserve_align != nullptr) {
+      return api_.hsa_amd_vmem_address_reserve_align(&at, size, hint, alignment, 0) == rocr::HSA_STATUS_SUCCESS
+                 ? address_of(at)
+                 : 0;
+    }
+    const std::size_t slack = alignment > page_size() ? alignment : 0;
+    if (size > std::numeric_limits<std::size_t>::max() - slack) return 0;
+    if (api_.hsa_amd_vmem_address_reserve(&at, size + slack, hint, 0) != rocr::HSA_STATUS_SUCCESS) return 0;
+    const std::uintptr_t aligned = (address_of(at) + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+    if (slack != 0) {
+      try {
+        std::lock_guard lock{mutex_};
+        widened_[aligned] = {address_of(at), size + slack};
+      } catch (...) {
+        (void)api_.hsa_amd_vmem_address_free(at, size + slack);
+        throw;
+      }
+    }
+    return aligned;
+  }
+
+  hipError_t free_directly(std::uintptr_t base, std::size_t size) {
+    std::pair<std::uintptr_t, std::size_t> reserved{base, size};
+    {
+      std::lock_guard lock{mutex_};
+      if (const auto found = widened_.find(base); found != widened_.end()) reserved = found->second;
+    }
+    if (const hsa_status_t status = api_.hsa_amd_vmem_address_free(pointer_to(reserved.first), reserved.second);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    std::lock_guard lock{mutex_};
+    widened_.erase(base);
+    return hipSuccess;
+  }
+
+  [[nodiscard]] AddressArena::ReserveChunk reserve_chunk() {
+    return [this](std::size_t size, std::size_t alignment) { return reserve_directly(size, alignment, 0); };
+  }
+
+  [[nodiscard]] AddressArena::ReleaseChunk release_chunk() {
+    return [this](std::uintptr_t base, std::size_t size) { (void)free_directly(base, size); };
+  }
+
+  [[nodiscard]] AddressArena::Shape arena_shape() const {
+    std::size_t alignment = std::size_t{2} << 20;
+    for (const DeviceProperties& device : devices_) alignment = std::max(alignment, device.recommended_granularity);
+    return {.chunk_size = std::size_t{64} << 30, .chunk_alignment = std::bit_ceil(alignment), .largest = std::size_t{4} << 30};
+  }
+
+  const RuntimeApi api_;
+  const hsa_agent_t cpu_;
+  const hsa_amd_memory_pool_t cpu_pool_;
+  const std::vector<GpuAgent> gpus_;
+  const std::vector<DeviceProperties> devices_;
+  std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
+  std::map<std::uintptr_t, DeviceRange> device_ranges_;  // base -> the device memory there
+  std::unordered_map<std::uint64_t, int> handle_devices_;  // created handle -> its device
+  std::unordered_map<std::uintptr_t, std::size_t> managed_;  // managed base -> mapped length
+  std::unordered_map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> widened_;  // aligned -> reserved
+  std::mutex bounce_mutex_;
+  void* bounce_ = nullptr;  // kBounceBytes of the CPU agent's pool, under bounce_mutex_
+  AddressArena arena_{arena_shape(), reserve_chunk(), release_chunk()};
+};
+
+// What the HSA runtime reports, collected with its iterate calls.
+struct Discovery {
+  const RuntimeApi* api = nullptr;
+  std::optional<hsa_agent_t> cpu;
+  std::optional<hsa_amd_memory_pool_t> cpu_pool;
+  std::vector<hsa_agent_t> gpus;
+};
+
+template <class Value>
+std::optional<Value> pool_info(const RuntimeApi& api, hsa_amd_memory_pool_t pool, rocr::hsa_amd_memory_pool_info_t what) {
+  Value value{};
+  if (api.hsa_amd_memory_pool_get_info(pool, what, &value) != rocr::HSA_STATUS_SUCCESS) return std::nullopt;
+  return value;
+}
+
+// A global pool the runtime may allocate from, with any of `flags` (fine- or coarse-grained).
+bool allocatable_global(const RuntimeApi& api, hsa_amd_memory_pool_t pool, std::uint32_t flags) {
+  return pool_info<rocr::hsa_amd_segment_t>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_SEGMENT) ==
+             rocr::HSA_AMD_SEGMENT_GLOBAL &&
+         pool_info<bool>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED).value_or(false) &&
+         (pool_info<std::uint32_t>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS).value_or(0) & flags) != 0;
+}
+
+std::optional<hsa_amd_memory_pool_t> pool_of(const RuntimeApi& api, hsa_agent_t agent, std::uint32_t flags) {
+  struct Search {
+    const RuntimeApi* api;
+    std::uint32_t flags;
+    std::optional<hsa_amd_memory_pool_t> found;
+  } search{&api, flags, std::nullopt};
+  (void)api.hsa_amd_agent_iterate_memory_pools(
+      agent,
+      [](hsa_amd_memory_pool_t pool, void* data) {
+        auto& state = *static_cast<Search*>(data);
+        if (!allocatable_global(*state.api, pool, state.flags)) return rocr::HSA_STATUS_SUCCESS;
+        state.found = pool;
+        return rocr::HSA_STATUS_INFO_BREAK;
+      },
+      &search);
+  return search.found;
+}
+
+bool system_flag(const RuntimeApi& api, rocr::hsa_system_info_t which) {
+  bool value = false;
+  return api.hsa_system_get_info(which, &value) == rocr::HSA_STATUS_SUCCESS && value;
+}
+
+std::string agent_name(const RuntimeApi& api, hsa_agent_t agent, int ordinal) {
+  std::array<char, 64> name{};
+  for (const auto which : {rocr::HSA_AMD_AGENT_INFO_PRODUCT_NAME, rocr::HSA_AGENT_INFO_NAME}) {
+    if (api.hsa_agent_get_info(agent, which, name.data()) == rocr::HSA_STATUS_SUCCESS && name.front() != '\0') {
+      name.back() = '\0';
+      return name.data();
+    }
+  }
+  return "ROCr GPU " + std::to_string(ordinal);
+}
+
+DeviceProperties properties_of(const RuntimeApi& api, hsa_agent_t agent, hsa_amd_memory_pool_t pool, int ordinal) {
+  DeviceProperties properties;
+  properties.name = agent_name(api, agent, ordinal);
+  std::uint32_t units = 0;
+  if (api.hsa_agent_get_info(agent, rocr::HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &units) == rocr::HSA_STATUS_SUCCESS) {
+    properties.multiprocessor_count = static_cast<int>(units);
+  }
+  properties.total_memory = pool_info<std::size_t>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_SIZE).value_or(0);
+  const std::size_t granule =
+      pool_info<std::size_t>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE).value_or(page_size());
+  properties.minimum_granularity = std::max(granule, page_size());
+  properties.recommended_granularity =
+      std::max(properties.minimum_granularity,
+               pool_info<std::size_t>(api, pool, rocr::HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_REC_GRANULE).value_or(0));
+  properties.virtual_memory = true;  // the backend exists only where ROCr says so
+  properties.posix_fd_export = system_flag(api, rocr::HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED);
+  properties.managed_memory = system_flag(api, rocr::HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED);
+  // With XNACK on, the GPU takes page faults: managed memory may be touched by host and device at
+  // once, and memory the system allocated is reached through the host's own page tables (HMM).
+  const bool xnack = system_flag(api, rocr::HSA_AMD_SYSTEM_INFO_XNACK_ENABLED);
+  properties.concurrent_managed_access = properties.managed_memory && xnack;
+  properties.pageable_memory_access = xnack;
+  properties.pageable_memory_access_uses_host_page_tables = xnack;
+  return properties;
+}
+
+std::string load_entry_points(void* library, RuntimeApi& api) {
+  std::string missing;
+  const auto resolve = [&](const char* name, auto& slot, bool required) {
+    if (void* symbol = dlsym(library, name); symbol != nullptr) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(symbol);
+    } else if (required) {
+      missing += (missing.empty() ? "" : ", ") + std::string{name};
+    }
+  };
+#define HIPXX_ROCR_RESOLVE(name, type) resolve(#name, api.name, true);
+  HIPXX_ROCR_ENTRY_POINTS(HIPXX_ROCR_RESOLVE)
+#undef HIPXX_ROCR_RESOLVE
+#define HIPXX_ROCR_RESOLVE_OPTIONAL(name, type) resolve(#name, api.name, false);
+  HIPXX_ROCR_OPTIONAL_ENTRY_POINTS(HIPXX_ROCR_RESOLVE_OPTIONAL)
+#undef HIPXX_ROCR_RESOLVE_OPTIONAL
+  return missing;
+}
+
+// HIPXX_ROCR_LIBRARY names the library to use; otherwise the loader's search, then ROCm's usual place.
+void* open_runtime(std::string& error) {
+  if (const char* path = std::getenv("HIPXX_ROCR_LIBRARY"); path != nullptr && *path != '\0') {
+    if (void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL); library != nullptr) return library;
+    const char* why = dlerror();
+    error = "HIPXX_ROCR_LIBRARY names " + std::string{path} + ", which could not be loaded: " +
+            std::string{why != nullptr ? why : "no reason given"};
+    return nullptr;
+  }
+  for (const char* name : {"libhsa-runtime64.so.1", "/opt/rocm/lib/libhsa-runtime64.so.1"}) {
+    if (void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL); library != nullptr) return library;
+  }
+  error = "the ROCr backend needs ROCm's libhsa-runtime64.so.1, which could not be loaded";
+  return nullptr;
+}
+
+// Finds the CPU agent and its pool and the GPU agents; "" or why the backend cannot run.
+std::string discover(const RuntimeApi& api, Discovery& found) {
+  found.api = &api;
+  const hsa_status_t status = api.hsa_iterate_agents(
+      [](hsa_agent_t agent, void* data) {
+        auto& state = *static_cast<Discovery*>(data);
+        rocr::hsa_device_type_t type{};
+        if (state.api->hsa_agent_get_info(agent, rocr::HSA_AGENT_INFO_DEVICE, &type) != rocr::HSA_STATUS_SUCCESS) {
+          return rocr::HSA_STATUS_SUCCESS;
+        }
+        if (type == rocr::HSA_DEVICE_TYPE_GPU) state.gpus.push_back(agent);
+        if (type == rocr::HSA_DEVICE_TYPE_CPU && !state.cpu) state.cpu = agent;
+        return rocr::HSA_STATUS_SUCCESS;
+      },
+      &found);
+  if (status != rocr::HSA_STATUS_SUCCESS) return "hsa_iterate_agents failed (status " + std::to_string(status) + ")";
+  if (found.gpus.empty()) return "ROCr reports no GPU agent";
+  if (!found.cpu) return "ROCr reports no CPU agent";
+  found.cpu_pool = pool_of(api, *found.cpu,
+                           rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED | rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT);
+  if (!found.cpu_pool) return "the CPU agent has no fine-grained global memory pool";
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_rocr_backend(std::string& error) {
+  void* library = open_runtime(error);
+  if (library == nullptr) return nullptr;
+  RuntimeApi api;
+  if (const std::string missing = load_entry_points(library, api); !missing.empty()) {
+    dlclose(library);  // nothing of it has run yet
+    error = "libhsa-runtime64.so.1 lacks " + missing + " (the ROCr backend needs ROCm 6.2 or later)";
+    return nullptr;
+  }
+  // From here on the library stays loaded: hsa_init may have started threads of its own.
+  if (const hsa_status_t status = api.hsa_init(); status != rocr::HSA_STATUS_SUCCESS) {
+    error = "hsa_init failed (status " + std::to_string(status) + ")";
+    return nullptr;
+  }
+  const auto give_up = [&](std::string why) -> std::unique_ptr<Backend> {
+    (void)api.hsa_shut_down();
+    error = std::move(why);
+    return nullptr;
+  };
+  if (!system_flag(api, rocr::HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED)) {
+    return give_up("ROCr reports no virtual memory API (HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED is false)");
+  }
+  Discovery found;
+  if (std::string why = discover(api, found); !why.empty()) return give_up(std::move(why));
+  std::vector<GpuAgent> gpus;
+  std::vector<DeviceProperties> devices;
+  for (std::size_t ordinal = 0; ordinal < found.gpus.size(); ++ordinal) {
+    const std::optional<hsa_amd_memory_pool_t> pool =
+        pool_of(api, found.gpus[ordinal], rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED);
+    if (!pool) return give_up("GPU agent " + std::to_string(ordinal) + " has no coarse-grained global memory pool");
+    gpus.push_back({.agent = found.gpus[ordinal], .pool = *pool});
+    devices.push_back(properties_of(api, found.gpus[ordinal], *pool, static_cast<int>(ordinal)));
+  }
+  return std::make_unique<RocrBackend>(api, *found.cpu, *found.cpu_pool, std::move(gpus), std::move(devices));
+}
+
+}  // namespace hipxx::backend
