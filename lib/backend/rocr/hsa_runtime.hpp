@@ -172,15 +172,14 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
   X(hsa_system_get_info, hsa_status_t (*)(hsa_system_info_t attribute, void* value))                                  \
   X(hsa_iterate_agents, hsa_status_t (*)(hsa_agent_callback callback, void* data))                                    \
   X(hsa_agent_get_info, hsa_status_t (*)(hsa_agent_t agent, hsa_agent_info_t attribute, void* value))                 \
-  X(hsa_amd_agent_iterate_memory_pools,                                                                               \
-    hsa_status_t (*)(hsa_agent_t agent, hsa_pool_callback callback, void* data))                                      \
+  X(hsa_amd_agent_iterate_memory_pools, hsa_status_t (*)(hsa_agent_t agent, hsa_pool_callback callback, void* data))  \
   X(hsa_amd_memory_pool_get_info,                                                                                     \
     hsa_status_t (*)(hsa_amd_memory_pool_t pool, hsa_amd_memory_pool_info_t attribute, void* value))                  \
   X(hsa_amd_memory_pool_allocate,                                                                                     \
     hsa_status_t (*)(hsa_amd_memory_pool_t pool, std::size_t size, std::uint32_t flags, void** ptr))                  \
   X(hsa_amd_memory_pool_free, hsa_status_t (*)(void* ptr))                                                            \
-  X(hsa_amd_agents_allow_access, hsa_status_t (*)(std::uint32_t num_agents, const hsa_agent_t* agents,               \
-                                                   const std::uint32_t* flags, const void* ptr))                      \
+  X(hsa_amd_agents_allow_access, hsa_status_t (*)(std::uint32_t num_agents, const hsa_agent_t* agents,                \
+                                                  const std::uint32_t* flags, const void* ptr))                       \
   X(hsa_amd_memory_async_copy,                                                                                        \
     hsa_status_t (*)(void* dst, hsa_agent_t dst_agent, const void* src, hsa_agent_t src_agent, std::size_t size,      \
                      std::uint32_t num_dep_signals, const hsa_signal_t* dep_signals, hsa_signal_t completion_signal)) \
@@ -198,13 +197,13 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
   X(hsa_amd_vmem_address_free, hsa_status_t (*)(void* va, std::size_t size))                                          \
   X(hsa_amd_vmem_handle_create,                                                                                       \
     hsa_status_t (*)(hsa_amd_memory_pool_t pool, std::size_t size, hsa_amd_memory_type_t type, std::uint64_t flags,   \
-                     hsa_amd_vmem_alloc_handle_t* memory_handle))                                                     \
+                     hsa_amd_vmem_alloc_handle_t * memory_handle))                                                    \
   X(hsa_amd_vmem_handle_release, hsa_status_t (*)(hsa_amd_vmem_alloc_handle_t memory_handle))                         \
   X(hsa_amd_vmem_map, hsa_status_t (*)(void* va, std::size_t size, std::size_t in_offset,                             \
                                        hsa_amd_vmem_alloc_handle_t memory_handle, std::uint64_t flags))               \
   X(hsa_amd_vmem_unmap, hsa_status_t (*)(void* va, std::size_t size))                                                 \
-  X(hsa_amd_vmem_set_access, hsa_status_t (*)(void* va, std::size_t size, const hsa_amd_memory_access_desc_t* desc,   \
-                                              std::size_t desc_cnt))                                                  \
+  X(hsa_amd_vmem_set_access,                                                                                          \
+    hsa_status_t (*)(void* va, std::size_t size, const hsa_amd_memory_access_desc_t* desc, std::size_t desc_cnt))     \
   X(hsa_amd_vmem_export_shareable_handle,                                                                             \
     hsa_status_t (*)(int* dmabuf_fd, hsa_amd_vmem_alloc_handle_t handle, std::uint64_t flags))                        \
   X(hsa_amd_vmem_import_shareable_handle, hsa_status_t (*)(int dmabuf_fd, hsa_amd_vmem_alloc_handle_t* handle))       \
@@ -213,16 +212,15 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
     hsa_status_t (*)(const hsa_amd_ipc_memory_t* handle, std::size_t len, std::uint32_t num_agents,                   \
                      const hsa_agent_t* mapping_agents, void** mapped_ptr))                                           \
   X(hsa_amd_ipc_memory_detach, hsa_status_t (*)(void* mapped_ptr))                                                    \
-  X(hsa_amd_svm_attributes_set, hsa_status_t (*)(void* ptr, std::size_t size,                                         \
-                                                 hsa_amd_svm_attribute_pair_t* attribute_list,                        \
-                                                 std::size_t attribute_count))                                        \
+  X(hsa_amd_svm_attributes_set,                                                                                       \
+    hsa_status_t (*)(void* ptr, std::size_t size, hsa_amd_svm_attribute_pair_t* attribute_list,                       \
+                     std::size_t attribute_count))                                                                    \
   X(hsa_amd_svm_prefetch_async,                                                                                       \
     hsa_status_t (*)(void* ptr, std::size_t size, hsa_agent_t agent, std::uint32_t num_dep_signals,                   \
                      const hsa_signal_t* dep_signals, hsa_signal_t completion_signal))
 
-#define HIPXX_ROCR_OPTIONAL_ENTRY_POINTS(X)                                                  \
-  X(hsa_amd_vmem_address_reserve_align, hsa_status_t (*)(void** va, std::size_t size,        \
-                                                         std::uint64_t address,              \
+#define HIPXX_ROCR_OPTIONAL_ENTRY_POINTS(X)                                                                  \
+  X(hsa_amd_vmem_address_reserve_align, hsa_status_t (*)(void** va, std::size_t size, std::uint64_t address, \
                                                          std::uint64_t alignment, std::uint64_t flags))
 
 // One function pointer per entry point, named as the symbol.

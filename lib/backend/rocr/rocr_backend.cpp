@@ -178,8 +178,8 @@ class RocrBackend final : public Backend {
     const DeviceProperties& properties = devices_[static_cast<std::size_t>(device)];
     if (!properties.virtual_memory || (exportable && !properties.posix_fd_export)) return hipErrorNotSupported;
     hsa_amd_vmem_alloc_handle_t handle{};
-    if (const hsa_status_t status = api_.hsa_amd_vmem_handle_create(gpus_[static_cast<std::size_t>(device)].pool,
-                                                                     size, rocr::MEMORY_TYPE_NONE, 0, &handle);
+    if (const hsa_status_t status = api_.hsa_amd_vmem_handle_create(gpus_[static_cast<std::size_t>(device)].pool, size,
+                                                                    rocr::MEMORY_TYPE_NONE, 0, &handle);
         status != rocr::HSA_STATUS_SUCCESS) {
       return to_hip(status);
     }
@@ -232,7 +232,8 @@ class RocrBackend final : public Backend {
     std::lock_guard lock{mutex_};
     // Booked before the call, so that nothing can fail once ROCr has mapped.
     const auto [entry, inserted] = device_ranges_.insert_or_assign(
-        address_of(va), DeviceRange{.size = size, .kind = DeviceMemory::mapping, .owner = owner_of(handle), .granted = {}});
+        address_of(va),
+        DeviceRange{.size = size, .kind = DeviceMemory::mapping, .owner = owner_of(handle), .granted = {}});
     if (const hsa_status_t status = api_.hsa_amd_vmem_map(va, size, 0, {handle.value}, 0);
         status != rocr::HSA_STATUS_SUCCESS) {
       device_ranges_.erase(entry);
@@ -361,7 +362,8 @@ class RocrBackend final : public Backend {
     }
     try {
       std::lock_guard lock{mutex_};
-      device_ranges_[address_of(at)] = DeviceRange{.size = size, .kind = DeviceMemory::pool_allocation, .owner = device, .granted = {}};
+      device_ranges_[address_of(at)] =
+          DeviceRange{.size = size, .kind = DeviceMemory::pool_allocation, .owner = device, .granted = {}};
     } catch (...) {
       (void)api_.hsa_amd_memory_pool_free(at);
       throw;
@@ -438,7 +440,8 @@ class RocrBackend final : public Backend {
       // Accessed-by asks for the device to map the memory where it is rather than migrate it on
       // access; taking that back leaves the device access that may migrate, as the memory started.
       case hipMemAdviseSetAccessedBy:
-        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE_IN_PLACE, .value = agent_for(device).handle};
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE_IN_PLACE,
+                     .value = agent_for(device).handle};
         break;
       case hipMemAdviseUnsetAccessedBy:
         attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE, .value = agent_for(device).handle};
@@ -481,16 +484,15 @@ class RocrBackend final : public Backend {
     agents.reserve(gpus_.size());
     for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
     void* at = nullptr;
-    if (const hsa_status_t status =
-            api_.hsa_amd_ipc_memory_attach(&bytes.rocr_handle, bytes.size, static_cast<std::uint32_t>(agents.size()),
-                                           agents.data(), &at);
+    if (const hsa_status_t status = api_.hsa_amd_ipc_memory_attach(
+            &bytes.rocr_handle, bytes.size, static_cast<std::uint32_t>(agents.size()), agents.data(), &at);
         status != rocr::HSA_STATUS_SUCCESS) {
       return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
     try {
       std::lock_guard lock{mutex_};
-      device_ranges_[address_of(at)] =
-          DeviceRange{.size = bytes.size, .kind = DeviceMemory::ipc_attachment, .owner = current_device(), .granted = {}};
+      device_ranges_[address_of(at)] = DeviceRange{
+          .size = bytes.size, .kind = DeviceMemory::ipc_attachment, .owner = current_device(), .granted = {}};
     } catch (...) {
       (void)api_.hsa_amd_ipc_memory_detach(at);
       throw;
@@ -568,8 +570,8 @@ class RocrBackend final : public Backend {
     hipError_t result = to_hip(start(done));
     if (result == hipSuccess) {
       const rocr::hsa_signal_value_t left =
-          api_.hsa_signal_wait_scacquire(done, rocr::HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
-                                         rocr::HSA_WAIT_STATE_BLOCKED);
+          api_.hsa_signal_wait_scacquire(done, rocr::HSA_SIGNAL_CONDITION_LT, 1,
+                                         std::numeric_limits<std::uint64_t>::max(), rocr::HSA_WAIT_STATE_BLOCKED);
       if (left < 0) result = hipErrorIllegalAddress;  // ROCr's sign that the work failed on the device
     }
     (void)api_.hsa_signal_destroy(done);
@@ -677,7 +679,9 @@ class RocrBackend final : public Backend {
   [[nodiscard]] AddressArena::Shape arena_shape() const {
     std::size_t alignment = std::size_t{2} << 20;
     for (const DeviceProperties& device : devices_) alignment = std::max(alignment, device.recommended_granularity);
-    return {.chunk_size = std::size_t{64} << 30, .chunk_alignment = std::bit_ceil(alignment), .largest = std::size_t{4} << 30};
+    return {.chunk_size = std::size_t{64} << 30,
+            .chunk_alignment = std::bit_ceil(alignment),
+            .largest = std::size_t{4} << 30};
   }
 
   const RuntimeApi api_;
@@ -704,7 +708,8 @@ struct Discovery {
 };
 
 template <class Value>
-std::optional<Value> pool_info(const RuntimeApi& api, hsa_amd_memory_pool_t pool, rocr::hsa_amd_memory_pool_info_t what) {
+std::optional<Value> pool_info(const RuntimeApi& api, hsa_amd_memory_pool_t pool,
+                               rocr::hsa_amd_memory_pool_info_t what) {
   Value value{};
   if (api.hsa_amd_memory_pool_get_info(pool, what, &value) != rocr::HSA_STATUS_SUCCESS) return std::nullopt;
   return value;
@@ -801,8 +806,8 @@ void* open_runtime(std::string& error) {
   if (const char* path = std::getenv("HIPXX_ROCR_LIBRARY"); path != nullptr && *path != '\0') {
     if (void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL); library != nullptr) return library;
     const char* why = dlerror();
-    error = "HIPXX_ROCR_LIBRARY names " + std::string{path} + ", which could not be loaded: " +
-            std::string{why != nullptr ? why : "no reason given"};
+    error = "HIPXX_ROCR_LIBRARY names " + std::string{path} +
+            ", which could not be loaded: " + std::string{why != nullptr ? why : "no reason given"};
     return nullptr;
   }
   for (const char* name : {"libhsa-runtime64.so.1", "/opt/rocm/lib/libhsa-runtime64.so.1"}) {
@@ -830,8 +835,9 @@ std::string discover(const RuntimeApi& api, Discovery& found) {
   if (status != rocr::HSA_STATUS_SUCCESS) return "hsa_iterate_agents failed (status " + std::to_string(status) + ")";
   if (found.gpus.empty()) return "ROCr reports no GPU agent";
   if (!found.cpu) return "ROCr reports no CPU agent";
-  found.cpu_pool = pool_of(api, *found.cpu,
-                           rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED | rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT);
+  found.cpu_pool =
+      pool_of(api, *found.cpu,
+              rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED | rocr::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT);
   if (!found.cpu_pool) return "the CPU agent has no fine-grained global memory pool";
   return "";
 }
