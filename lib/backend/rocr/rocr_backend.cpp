@@ -124,10 +124,14 @@ struct DeviceRange {
   std::vector<hipMemAccessFlags> granted;  // a mapping's grants, one per device; empty: none yet
 };
 
-// Where one side of a copy is: host memory (no agent), or device memory and the agent that may reach it.
+// Where one side of a copy is: host memory, or device memory and the devices that may reach it (a
+// bit each); and how many bytes from there are of the same piece of memory. ROCr copies and fills
+// within one allocation or mapping, so a range over several (a growable array's chunks) goes piece
+// by piece.
 struct Place {
   bool device = false;
-  hsa_agent_t agent{};
+  std::uint64_t reachable_by = 0;
+  std::size_t length = 0;
 };
 
 class RocrBackend final : public Backend {
@@ -275,46 +279,30 @@ class RocrBackend final : public Backend {
   }
 
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return hipSuccess;
-    const Place to = place_of(dst, true);
-    const Place from = place_of(src, false);
-    if (!to.device && !from.device) {
-      std::memmove(dst, src, bytes);
-      return hipSuccess;
+    auto* const into = static_cast<unsigned char*>(dst);
+    const auto* const out_of = static_cast<const unsigned char*>(src);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      const Place from = place_of(out_of + done, bytes - done, false);
+      const std::size_t piece = std::min(to.length, from.length);
+      if (const hipError_t error = copy_piece(into + done, to, out_of + done, from, piece); error != hipSuccess) {
+        return error;
+      }
+      done += piece;
     }
-    if (to.device && from.device) return copy_and_wait(dst, to.agent, src, from.agent, bytes);
-    return staged_copy(dst, to, src, from, bytes);
+    return hipSuccess;
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
-    const Place to = place_of(dst, true);
-    if (!to.device) {
-      std::memset(dst, value, bytes);
-      return hipSuccess;
-    }
-    // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first and after
-    // the last such word are copied in from a buffer of the value.
-    auto* const start = static_cast<unsigned char*>(dst);
-    const std::uintptr_t first_word = (address_of(start) + 3) & ~std::uintptr_t{3};
-    const std::uintptr_t end = address_of(start) + bytes;
-    const std::uintptr_t words_end = std::max(first_word, end & ~std::uintptr_t{3});
-    if (words_end > first_word) {
-      const std::uint32_t pattern = 0x01010101U * value;
-      if (const hsa_status_t status =
-              api_.hsa_amd_memory_fill(pointer_to(first_word), pattern, (words_end - first_word) / 4);
-          status != rocr::HSA_STATUS_SUCCESS) {
-        return to_hip(status);
-      }
-    }
-    const std::array<unsigned char, 4> pattern_bytes{value, value, value, value};
-    const std::size_t head = std::min<std::uintptr_t>(first_word, end) - address_of(start);
-    if (head > 0) {
-      if (const hipError_t error = staged_copy(start, to, pattern_bytes.data(), Place{}, head); error != hipSuccess) {
+    auto* const into = static_cast<unsigned char*>(dst);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      if (!to.device) {
+        std::memset(into + done, value, to.length);
+      } else if (const hipError_t error = fill_device(into + done, to, value); error != hipSuccess) {
         return error;
       }
-    }
-    if (words_end > first_word && end > words_end) {
-      return staged_copy(pointer_to(words_end), to, pattern_bytes.data(), Place{}, end - words_end);
+      done += to.length;
     }
     return hipSuccess;
   }
@@ -327,7 +315,7 @@ class RocrBackend final : public Backend {
     std::uint64_t word = 0;
     std::uint32_t narrow = 0;
     void* into = bytes == sizeof(std::uint32_t) ? static_cast<void*>(&narrow) : &word;
-    if (place_of(address, false).device) {
+    if (place_of(address, bytes, false).device) {
       if (const hipError_t error = copy(into, address, bytes); error != hipSuccess) return error;
     } else if (bytes == sizeof(std::uint32_t)) {
       narrow = std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load();
@@ -341,7 +329,7 @@ class RocrBackend final : public Backend {
   hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) override {
     if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
     const auto narrow = static_cast<std::uint32_t>(value);
-    if (place_of(address, true).device) {
+    if (place_of(address, bytes, true).device) {
       return copy(address, bytes == sizeof(std::uint32_t) ? static_cast<const void*>(&narrow) : &value, bytes);
     }
     if (bytes == sizeof(std::uint32_t)) {
@@ -358,7 +346,9 @@ class RocrBackend final : public Backend {
     if (const hsa_status_t status =
             api_.hsa_amd_memory_pool_allocate(gpus_[static_cast<std::size_t>(device)].pool, size, 0, &at);
         status != rocr::HSA_STATUS_SUCCESS) {
-      return to_hip(status);
+      // ROCr refuses a size beyond the pool's largest allocation as an invalid allocation: for HIP,
+      // as for any size the device cannot hold, that is out of memory.
+      return status == rocr::HSA_STATUS_ERROR_INVALID_ALLOCATION ? hipErrorOutOfMemory : to_hip(status);
     }
     try {
       std::lock_guard lock{mutex_};
@@ -539,25 +529,90 @@ class RocrBackend final : public Backend {
 
   // Device memory is reached through an agent allowed to: a pool allocation through its own device;
   // a mapping through the calling thread's device where that has the access the copy needs (the
-  // books checked it), else through any device that has.
-  [[nodiscard]] Place place_of(const void* ptr, bool writing) {
+  // books checked it), else through any device that has. At most `most` bytes: to the end of the
+  // device memory at `ptr`, or, for host memory, to the start of the next device memory.
+  [[nodiscard]] Place place_of(const void* ptr, std::size_t most, bool writing) {
+    const std::uintptr_t address = address_of(ptr);
     std::lock_guard lock{mutex_};
-    auto after = device_ranges_.upper_bound(address_of(ptr));
-    if (after == device_ranges_.begin()) return {};
-    const auto& [base, range] = *std::prev(after);
-    if (address_of(ptr) >= base + range.size) return {};
-    if (range.kind != DeviceMemory::mapping) return {.device = true, .agent = agent_for(range.owner)};
-    const auto allows = [&](std::size_t device) {
-      if (range.granted.empty()) return false;
-      const hipMemAccessFlags flags = range.granted[device];
-      return writing ? flags == hipMemAccessFlagsProtReadWrite : flags != hipMemAccessFlagsProtNone;
-    };
-    const auto current = static_cast<std::size_t>(current_device());
-    if (allows(current)) return {.device = true, .agent = gpus_[current].agent};
-    for (std::size_t device = 0; device < gpus_.size(); ++device) {
-      if (allows(device)) return {.device = true, .agent = gpus_[device].agent};
+    const auto after = device_ranges_.upper_bound(address);
+    const auto host_until = [&](std::uintptr_t next) { return Place{.length = std::min(most, next - address)}; };
+    if (after == device_ranges_.begin()) {
+      return after == device_ranges_.end() ? Place{.length = most} : host_until(after->first);
     }
-    return {.device = true, .agent = gpus_[current].agent};  // ROCr refuses it, and says why
+    const auto& [base, range] = *std::prev(after);
+    if (address >= base + range.size) {
+      return after == device_ranges_.end() ? Place{.length = most} : host_until(after->first);
+    }
+    Place place{.device = true, .length = std::min(most, base + range.size - address)};
+    switch (range.kind) {
+      case DeviceMemory::pool_allocation: place.reachable_by = bit_of(range.owner); break;
+      case DeviceMemory::ipc_attachment: place.reachable_by = every_device(); break;  // attached for all
+      case DeviceMemory::mapping:
+        for (std::size_t device = 0; device < range.granted.size(); ++device) {
+          const hipMemAccessFlags flags = range.granted[device];
+          if (writing ? flags == hipMemAccessFlagsProtReadWrite : flags != hipMemAccessFlagsProtNone) {
+            place.reachable_by |= bit_of(static_cast<int>(device));
+          }
+        }
+        break;
+    }
+    return place;
+  }
+
+  [[nodiscard]] static std::uint64_t bit_of(int device) noexcept { return std::uint64_t{1} << device; }
+
+  [[nodiscard]] std::uint64_t every_device() const noexcept {
+    return gpus_.size() >= 64 ? ~std::uint64_t{0} : bit_of(static_cast<int>(gpus_.size())) - 1;
+  }
+
+  // The agent to copy with, of the devices in `devices`: the calling thread's where it is one of them
+  // (the books checked its access), else the first. Where there is none, the calling thread's, and
+  // ROCr refuses the copy and says why.
+  [[nodiscard]] hsa_agent_t engine_of(std::uint64_t devices) const noexcept {
+    const int current = current_device();
+    if (devices == 0 || (devices & bit_of(current)) != 0) return gpus_[static_cast<std::size_t>(current)].agent;
+    return gpus_[static_cast<std::size_t>(std::countr_zero(devices))].agent;
+  }
+
+  hipError_t copy_piece(void* dst, const Place& to, const void* src, const Place& from, std::size_t bytes) {
+    if (!to.device && !from.device) {
+      std::memmove(dst, src, bytes);
+      return hipSuccess;
+    }
+    // ROCr's copy agents must each reach both buffers: device to device needs a device that reaches
+    // both, or the copy goes through the staging buffer, which every device reaches.
+    if (to.device && from.device && (to.reachable_by & from.reachable_by) != 0) {
+      const hsa_agent_t engine = engine_of(to.reachable_by & from.reachable_by);
+      return copy_and_wait(dst, engine, src, engine, bytes);
+    }
+    return staged_copy(dst, to, src, from, bytes);
+  }
+
+  // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first and after the
+  // last such word are copied in from a buffer of the value.
+  hipError_t fill_device(unsigned char* start, const Place& to, unsigned char value) {
+    const std::uintptr_t first_word = (address_of(start) + 3) & ~std::uintptr_t{3};
+    const std::uintptr_t end = address_of(start) + to.length;
+    const std::uintptr_t words_end = std::max(first_word, end & ~std::uintptr_t{3});
+    if (words_end > first_word) {
+      const std::uint32_t pattern = 0x01010101U * value;
+      if (const hsa_status_t status =
+              api_.hsa_amd_memory_fill(pointer_to(first_word), pattern, (words_end - first_word) / 4);
+          status != rocr::HSA_STATUS_SUCCESS) {
+        return to_hip(status);
+      }
+    }
+    const std::array<unsigned char, 4> pattern_bytes{value, value, value, value};
+    const std::size_t head = std::min<std::uintptr_t>(first_word, end) - address_of(start);
+    if (head > 0) {
+      if (const hipError_t error = staged_copy(start, to, pattern_bytes.data(), Place{}, head); error != hipSuccess) {
+        return error;
+      }
+    }
+    if (words_end > first_word && end > words_end) {
+      return staged_copy(pointer_to(words_end), to, pattern_bytes.data(), Place{}, end - words_end);
+    }
+    return hipSuccess;
   }
 
   // Runs `start(signal)`, which queues work that decrements the signal once, and waits for it.
@@ -585,8 +640,9 @@ class RocrBackend final : public Backend {
     });
   }
 
-  // Application host memory is not the GPUs' to reach (it is pageable), so one side of the copy
-  // goes through the pinned buffer, a piece at a time.
+  // Application host memory is not the GPUs' to reach (it is pageable), and device memory of one
+  // device may not be another's, so such copies go through the staging buffer, a piece at a time:
+  // in with a device that reaches the source, out with one that reaches the destination.
   hipError_t staged_copy(void* dst, const Place& to, const void* src, const Place& from, std::size_t bytes) {
     std::lock_guard lock{bounce_mutex_};
     if (const hipError_t error = make_bounce_locked(); error != hipSuccess) return error;
@@ -595,12 +651,17 @@ class RocrBackend final : public Backend {
     for (std::size_t done = 0; done < bytes;) {
       const std::size_t piece = std::min(kBounceBytes, bytes - done);
       hipError_t moved = hipSuccess;
-      if (to.device) {
-        std::memcpy(bounce_, out_of + done, piece);
-        moved = copy_and_wait(into + done, to.agent, bounce_, cpu_, piece);
+      if (from.device) {
+        const hsa_agent_t engine = engine_of(from.reachable_by);
+        moved = copy_and_wait(bounce_, engine, out_of + done, engine, piece);
       } else {
-        moved = copy_and_wait(bounce_, cpu_, out_of + done, from.agent, piece);
-        if (moved == hipSuccess) std::memcpy(into + done, bounce_, piece);
+        std::memcpy(bounce_, out_of + done, piece);
+      }
+      if (moved == hipSuccess && to.device) {
+        const hsa_agent_t engine = engine_of(to.reachable_by);
+        moved = copy_and_wait(into + done, engine, bounce_, engine, piece);
+      } else if (moved == hipSuccess) {
+        std::memcpy(into + done, bounce_, piece);
       }
       if (moved != hipSuccess) return moved;
       done += piece;
