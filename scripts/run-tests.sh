@@ -2,7 +2,8 @@
 # Builds hipxx and runs its whole test suite four times: a normal build (benchmarks compiled too), the
 # same build with the host backend's stand-in device queues, a build with AddressSanitizer and
 # UndefinedBehaviorSanitizer, and one with ThreadSanitizer (whose stream, event and pool suites run
-# once more on the stand-in queues). On a fresh Debian 12 machine run it as root: it first installs
+# once more on the stand-in queues). The normal and ASan+UBSan builds also run the runtime's tests on
+# the ROCr backend over the stand-in libhsa-runtime64 (suite 'rocr'); TSan runs a few of those. On a fresh Debian 12 machine run it as root: it first installs
 # whatever build dependency is missing with apt-get.
 #
 # The last line is "N passed, N failed", meson's counts over all runs, for CI to read. The exit
@@ -77,7 +78,8 @@ run_suite "plain build" build-tests -Dtests=true -Dbench=true
 if [ -f build-tests/build.ninja ]; then
   echo
   echo "==> plain build, device queues: test"
-  HIPXX_HOST_QUEUES=1 meson test -C build-tests --print-errorlogs --logbase queues ${MESON_TEST_ARGS:-} || true
+  HIPXX_HOST_QUEUES=1 meson test -C build-tests --print-errorlogs --logbase queues --no-suite rocr \
+    ${MESON_TEST_ARGS:-} || true
   logs+=("build-tests/meson-logs/queues.json")
 fi
 
@@ -96,7 +98,7 @@ MESON_TEST_ARGS="--timeout-multiplier=3" \
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 tsan_wrapper=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then tsan_wrapper="setarch $(uname -m) -R"; fi
-TEST_WRAPPER=$tsan_wrapper MESON_TEST_ARGS="--timeout-multiplier=4" \
+TEST_WRAPPER=$tsan_wrapper MESON_TEST_ARGS="--timeout-multiplier=4 --no-suite rocr" \
   run_suite "TSan build" build-tsan -Dbuildtype=debug -Dtests=true -Dbench=false -Db_sanitize=thread
 
 # The stream, event and pool suites once more under TSan, on the stand-in device queues: their
@@ -107,6 +109,13 @@ if [ -f build-tsan/build.ninja ]; then
   HIPXX_HOST_QUEUES=1 $tsan_wrapper meson test -C build-tsan --print-errorlogs --logbase tsan-queues \
     --timeout-multiplier=4 streams events pools cpp_streams cpp_pools || true
   logs+=("build-tsan/meson-logs/tsan-queues.json")
+  # The ROCr backend's suites under TSan where its threads meet the stand-in's copy thread (the whole
+  # 'rocr' suite runs in the plain and ASan+UBSan builds; all of it here would pass CI's time budget).
+  echo
+  echo "==> TSan build, ROCr backend on the stand-in: concurrency, stream and memory tests"
+  $tsan_wrapper meson test -C build-tsan --print-errorlogs --logbase tsan-rocr --timeout-multiplier=4 \
+    rocr-concurrency rocr-streams rocr-memory || true
+  logs+=("build-tsan/meson-logs/tsan-rocr.json")
 fi
 
 python3 - "$failed_builds" "${logs[@]}" <<'PY'
