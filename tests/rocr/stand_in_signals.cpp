@@ -1,0 +1,200 @@
+// The stand-in's signals, and the worker thread that runs asynchronous operations (the "DMA engine").
+//
+// A signal's value lives under the state's one mutex, and every change wakes the one condition
+// variable that waiting threads and the worker sleep on: simple, and ordered the way the scacquire and
+// screlease orders require, since every load and store takes that mutex.
+//
+// The worker takes the first queued job whose dependency signals all read 0 (so that a job waiting
+// on a later one never blocks it), runs it without the lock, then decrements its completion signal.
+// It starts with the first job, not with hsa_init, so that a process may fork before it copies; a
+// forked child that copies starts its own (threads do not survive fork).
+#include "rocr/stand_in.hpp"
+#include "rocr/stand_in_exports.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace hipxx::backend::rocr::stand_in {
+namespace {
+
+pthread_t worker_thread{};
+
+// For the calls that return no status, where an unknown signal is undefined behaviour in ROCr.
+const std::shared_ptr<Signal>& known_signal(State& s, hsa_signal_t signal, const char* call) {
+  if (s.opened == 0) fatal(std::string{call} + ": the runtime is not open");
+  const auto found = s.signals.find(signal.handle);
+  if (found == s.signals.end()) fatal(std::string{call} + "(" + hex(signal.handle) + "): no such signal");
+  return found->second;
+}
+
+bool satisfied(hsa_signal_value_t value, hsa_signal_condition_t condition, hsa_signal_value_t compare) {
+  switch (condition) {
+    case HSA_SIGNAL_CONDITION_EQ: return value == compare;
+    case HSA_SIGNAL_CONDITION_NE: return value != compare;
+    case HSA_SIGNAL_CONDITION_LT: return value < compare;
+    case HSA_SIGNAL_CONDITION_GTE: return value >= compare;
+  }
+  fatal("hsa_signal_wait_scacquire: unknown condition " + std::to_string(static_cast<int>(condition)));
+}
+
+bool ready(const Job& job) {
+  return std::all_of(job.dependencies.begin(), job.dependencies.end(),
+                     [](const std::shared_ptr<Signal>& signal) { return signal->value == 0; });
+}
+
+// Gives back what enqueue() counted: busy entries, signal users.
+void release_counts(Job& job) {
+  for (const auto& busy : job.busy) --busy->operations;
+  for (const auto& signal : job.dependencies) --signal->users;
+  if (job.completion) --job.completion->users;
+}
+
+void finish(State& s, Job& job) {
+  if (job.finish) job.finish();
+  release_counts(job);
+  if (job.completion) --job.completion->value;
+  s.changed.notify_all();
+}
+
+void* worker_main(void* /*unused*/) {
+  State& s = state();
+  std::unique_lock lock{s.mutex};
+  while (!s.worker_stop) {
+    const auto next = std::find_if(s.jobs.begin(), s.jobs.end(), ready);
+    if (next == s.jobs.end()) {
+      s.changed.wait(lock);
+      continue;
+    }
+    Job job = std::move(*next);
+    s.jobs.erase(next);
+    const auto delay = s.config.copy_delay;
+    lock.unlock();
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    if (job.work) job.work();
+    lock.lock();
+    finish(s, job);
+  }
+  s.worker_running = false;
+  return nullptr;
+}
+
+void start_worker(State& s) {
+  if (s.worker_running && s.worker_pid == getpid()) return;
+  s.worker_stop = false;
+  if (pthread_create(&worker_thread, nullptr, worker_main, nullptr) != 0) {
+    fatal("cannot start the thread that runs asynchronous copies");
+  }
+  s.worker_running = true;
+  s.worker_pid = getpid();
+}
+
+std::optional<std::chrono::steady_clock::time_point> deadline_for(std::uint64_t timeout_hint) {
+  // The unit is the system timestamp's; the stand-in takes nanoseconds, and any wait longer than a day
+  // as no limit (which also keeps the arithmetic from overflowing).
+  constexpr std::uint64_t kDay = 86'400'000'000'000;
+  if (timeout_hint > kDay) return std::nullopt;
+  return std::chrono::steady_clock::now() + std::chrono::nanoseconds{timeout_hint};
+}
+
+}  // namespace
+
+void enqueue(State& s, Job job) {
+  for (const auto& busy : job.busy) ++busy->operations;
+  for (const auto& signal : job.dependencies) ++signal->users;
+  if (job.completion) ++job.completion->users;
+  s.jobs.push_back(std::move(job));
+  start_worker(s);
+  s.changed.notify_all();
+}
+
+void stop_worker(std::unique_lock<std::mutex>& lock) {
+  State& s = state();
+  if (!s.worker_running || s.worker_pid != getpid()) return;
+  s.worker_stop = true;
+  s.changed.notify_all();
+  const pthread_t thread = worker_thread;
+  lock.unlock();
+  pthread_join(thread, nullptr);
+  lock.lock();
+  s.worker_stop = false;
+  if (!s.jobs.empty()) {
+    complain("hsa_shut_down: " + std::to_string(s.jobs.size()) +
+             " asynchronous operations still wait for their dependency signals; they are dropped");
+    for (Job& job : s.jobs) release_counts(job);
+    s.jobs.clear();
+  }
+}
+
+}  // namespace hipxx::backend::rocr::stand_in
+
+namespace hipxx::backend::rocr {
+using namespace stand_in;  // NOLINT(google-build-using-namespace): the entry points' own namespace
+
+hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, std::uint32_t num_consumers,
+                               const hsa_agent_t* consumers, hsa_signal_t* signal) {
+  const auto lock = lock_open();
+  if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  State& s = state();
+  if (signal == nullptr || (num_consumers > 0 && consumers == nullptr)) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  for (std::uint32_t first = 0; first < num_consumers; ++first) {
+    for (std::uint32_t second = first + 1; second < num_consumers; ++second) {
+      if (consumers[first].handle == consumers[second].handle) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+  }
+  const std::uint64_t id = kSignalTag + s.next_id++;
+  s.signals.emplace(id, std::make_shared<Signal>(Signal{.value = initial_value}));
+  signal->handle = id;
+  return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_signal_destroy(hsa_signal_t signal) {
+  const auto lock = lock_open();
+  if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  State& s = state();
+  if (signal.handle == 0) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  const auto found = s.signals.find(signal.handle);
+  if (found == s.signals.end()) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  if (found->second->users > 0) {
+    fatal("hsa_signal_destroy(" + hex(signal.handle) + "): a queued copy or a waiting thread still uses it");
+  }
+  s.signals.erase(found);
+  return HSA_STATUS_SUCCESS;
+}
+
+void hsa_signal_store_screlease(hsa_signal_t signal, hsa_signal_value_t value) {
+  State& s = state();
+  const std::lock_guard lock{s.mutex};
+  known_signal(s, signal, "hsa_signal_store_screlease")->value = value;
+  s.changed.notify_all();
+}
+
+hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t signal) {
+  State& s = state();
+  const std::lock_guard lock{s.mutex};
+  return known_signal(s, signal, "hsa_signal_load_scacquire")->value;
+}
+
+hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_condition_t condition,
+                                             hsa_signal_value_t compare_value, std::uint64_t timeout_hint,
+                                             hsa_wait_state_t /*wait_state_hint*/) {
+  State& s = state();
+  std::unique_lock lock{s.mutex};
+  // A copy of the pointer: the signal outlives a shut-down that another thread makes meanwhile.
+  const std::shared_ptr<Signal> waited = known_signal(s, signal, "hsa_signal_wait_scacquire");
+  const auto deadline = deadline_for(timeout_hint);
+  ++waited->users;
+  while (!satisfied(waited->value, condition, compare_value)) {
+    if (!deadline) {
+      s.changed.wait(lock);
+    } else if (s.changed.wait_until(lock, *deadline) == std::cv_status::timeout) {
+      break;
+    }
+  }
+  --waited->users;
+  return waited->value;
+}
+
+}  // namespace hipxx::backend::rocr
