@@ -52,12 +52,15 @@ void child_expect_no_device() {
   CHILD_CHECK(hipxxGetBackendName() == nullptr);
   const char* why = hipxxGetBackendError();
   CHILD_CHECK(why != nullptr && std::strlen(why) > 0);
+  // Where the parent names the reason it expects, the message must say it.
+  if (const char* reason = std::getenv("HIPXX_TEST_EXPECT_REASON"); reason != nullptr && why != nullptr) {
+    CHILD_CHECK(std::strstr(why, reason) != nullptr);
+  }
   CHILD_CHECK(hipGetLastError() == hipErrorNoDevice);
   CHILD_CHECK(hipInit(0) == hipErrorNoDevice);
   CHILD_CHECK(hipSetDevice(0) == hipErrorNoDevice);
   int value = 0;
-  CHILD_CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, 0) ==
-              hipErrorNoDevice);
+  CHILD_CHECK(hipDeviceGetAttribute(&value, hipDeviceAttributeVirtualMemoryManagementSupported, 0) == hipErrorNoDevice);
   void* ptr = nullptr;
   CHILD_CHECK(hipMalloc(&ptr, 64) == hipErrorNoDevice);
   CHILD_CHECK(hipMemAddressReserve(&ptr, 4096, 0, nullptr, 0) == hipErrorNoDevice);
@@ -70,11 +73,11 @@ void child_expect_no_device() {
   CHILD_CHECK(std::strcmp(hipGetErrorName(hipErrorNoDevice), "hipErrorNoDevice") == 0);
 }
 
-void child_expect_count(int expected) {
+void child_expect_count(int expected, const char* backend) {
   int count = -1;
   CHILD_CHECK(hipGetDeviceCount(&count) == hipSuccess);
   CHILD_CHECK(count == expected);
-  CHILD_CHECK(hipxxGetBackendName() != nullptr && std::strcmp(hipxxGetBackendName(), "host") == 0);
+  CHILD_CHECK(hipxxGetBackendName() != nullptr && std::strcmp(hipxxGetBackendName(), backend) == 0);
   CHILD_CHECK(hipxxGetBackendError() != nullptr && std::strlen(hipxxGetBackendError()) == 0);
   CHILD_CHECK(hipSetDevice(expected - 1) == hipSuccess);
   CHILD_CHECK(hipSetDevice(expected) == hipErrorInvalidDevice);
@@ -94,7 +97,13 @@ struct ChildMode {
     if (text == "nodevice") {
       child_expect_no_device();
     } else if (text.rfind("count=", 0) == 0) {
-      child_expect_count(std::atoi(text.c_str() + 6));
+      child_expect_count(std::atoi(text.c_str() + 6), "host");
+    } else if (text.rfind("rocr=", 0) == 0) {
+      child_expect_count(std::atoi(text.c_str() + 5), "rocr");
+    } else if (text == "not-rocr") {
+      int count = 0;
+      CHILD_CHECK(hipGetDeviceCount(&count) == hipSuccess && count >= 1);
+      CHILD_CHECK(hipxxGetBackendName() != nullptr && std::strcmp(hipxxGetBackendName(), "rocr") != 0);
     } else {
       std::fprintf(stderr, "unknown child mode '%s'\n", mode);
       ++child_failures;
@@ -119,8 +128,10 @@ ChildResult run_child(const char* mode, const std::vector<std::pair<const char*,
   if (pid == 0) {
     setenv("HIPXX_TEST_DEVICES_CHILD", mode, 1);
     for (const auto& [name, value] : env) {
-      if (value == nullptr) unsetenv(name);
-      else setenv(name, value, 1);
+      if (value == nullptr)
+        unsetenv(name);
+      else
+        setenv(name, value, 1);
     }
     char* const argv[] = {const_cast<char*>("test_devices"), nullptr};
     execv("/proc/self/exe", argv);
@@ -313,8 +324,7 @@ TEST_CASE("hipDeviceGetAttribute: refusals") {
     CHECK(hipDeviceGetAttribute(&value, static_cast<hipDeviceAttribute_t>(attribute), 0) == hipErrorInvalidValue);
   }
   CHECK(value == 1234);
-  CHECK(hipDeviceGetAttribute(nullptr, hipDeviceAttributeVirtualMemoryManagementSupported, 0) ==
-        hipErrorInvalidValue);
+  CHECK(hipDeviceGetAttribute(nullptr, hipDeviceAttributeVirtualMemoryManagementSupported, 0) == hipErrorInvalidValue);
   CHECK(hipGetLastError() == hipErrorInvalidValue);
 }
 
@@ -357,8 +367,8 @@ TEST_CASE("backend selection in fresh processes") {
     }
   }
   SUBCASE("HIPXX_HOST_DEVICES sets the count") {
-    for (const auto& [text, mode] : std::vector<std::pair<const char*, const char*>>{
-             {"1", "count=1"}, {"5", "count=5"}, {"64", "count=64"}}) {
+    for (const auto& [text, mode] :
+         std::vector<std::pair<const char*, const char*>>{{"1", "count=1"}, {"5", "count=5"}, {"64", "count=64"}}) {
       CAPTURE(text);
       const ChildResult result = run_child(mode, {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", text}});
       CHECK(result.exited);
@@ -370,6 +380,62 @@ TEST_CASE("backend selection in fresh processes") {
   }
   SUBCASE("a child that expects the wrong thing fails (the harness itself works)") {
     const ChildResult result = run_child("count=2", {{"HIPXX_BACKEND", "host"}, {"HIPXX_HOST_DEVICES", "3"}});
+    CHECK(result.exited);
+    CHECK(result.code != 0);
+  }
+}
+
+// The stand-in libhsa-runtime64 (tests/rocr) lies beside this executable in the build tree.
+std::string stand_in_library() {
+  std::string self(PATH_MAX, '\0');
+  const ssize_t length = readlink("/proc/self/exe", self.data(), self.size());
+  REQUIRE(length > 0);
+  self.resize(static_cast<std::size_t>(length));
+  const std::string library = self.substr(0, self.rfind('/')) + "/rocr/libhsa-runtime64.so.1";
+  REQUIRE_MESSAGE(access(library.c_str(), R_OK) == 0, "the stand-in is built with the tests: " << library);
+  return library;
+}
+
+TEST_CASE("choosing the ROCr backend, and why it is passed over") {
+  const std::string library = stand_in_library();
+  SUBCASE("HIPXX_BACKEND=rocr with ROCr's virtual memory API: the GPU agents are the devices") {
+    const ChildResult result = run_child(
+        "rocr=2", {{"HIPXX_BACKEND", "rocr"}, {"HIPXX_ROCR_LIBRARY", library.c_str()}, {"HIPXX_STAND_IN_GPUS", "2"}});
+    CHECK(result.exited);
+    CHECK(result.code == 0);
+  }
+  SUBCASE("auto tries ROCr first") {
+    const ChildResult result = run_child(
+        "rocr=3", {{"HIPXX_BACKEND", nullptr}, {"HIPXX_ROCR_LIBRARY", library.c_str()}, {"HIPXX_STAND_IN_GPUS", "3"}});
+    CHECK(result.exited);
+    CHECK(result.code == 0);
+  }
+  SUBCASE("a ROCr without the virtual memory API: no backend under rocr, another one under auto") {
+    const ChildResult refused =
+        run_child("nodevice", {{"HIPXX_BACKEND", "rocr"},
+                               {"HIPXX_ROCR_LIBRARY", library.c_str()},
+                               {"HIPXX_STAND_IN_NO_VMEM", "1"},
+                               {"HIPXX_TEST_EXPECT_REASON", "HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED"}});
+    CHECK(refused.exited);
+    CHECK(refused.code == 0);
+    const ChildResult passed_over = run_child(
+        "not-rocr",
+        {{"HIPXX_BACKEND", "auto"}, {"HIPXX_ROCR_LIBRARY", library.c_str()}, {"HIPXX_STAND_IN_NO_VMEM", "1"}});
+    CHECK(passed_over.exited);
+    CHECK(passed_over.code == 0);
+  }
+  SUBCASE("HIPXX_ROCR_LIBRARY naming no library: no backend, and the message says which file") {
+    const ChildResult result =
+        run_child("nodevice", {{"HIPXX_BACKEND", "rocr"},
+                               {"HIPXX_ROCR_LIBRARY", "/nonexistent/libhsa-runtime64.so.1"},
+                               {"HIPXX_TEST_EXPECT_REASON", "/nonexistent/libhsa-runtime64.so.1"}});
+    CHECK(result.exited);
+    CHECK(result.code == 0);
+  }
+  SUBCASE("the expected reason is checked (the harness itself works)") {
+    const ChildResult result = run_child("nodevice", {{"HIPXX_BACKEND", "rocr"},
+                                                      {"HIPXX_ROCR_LIBRARY", "/nonexistent/libhsa-runtime64.so.1"},
+                                                      {"HIPXX_TEST_EXPECT_REASON", "a reason never given"}});
     CHECK(result.exited);
     CHECK(result.code != 0);
   }
@@ -508,7 +574,8 @@ TEST_CASE("allocations remember their device; imports take the current one" * do
   }
 }
 
-TEST_CASE("spanning set access for another device, and hipMalloc memory on any device" * doctest::test_suite("devices-3")) {
+TEST_CASE("spanning set access for another device, and hipMalloc memory on any device" *
+          doctest::test_suite("devices-3")) {
   require_devices(3);
   LeakCheck leaks;
   DeviceGuard restore;
@@ -557,7 +624,9 @@ TEST_CASE("host backend: the pages are as open as the most open device" * doctes
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      struct rlimit no_core {0, 0};
+      struct rlimit no_core {
+        0, 0
+      };
       setrlimit(RLIMIT_CORE, &no_core);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
