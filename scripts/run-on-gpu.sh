@@ -26,6 +26,10 @@ run() {
 }
 
 export HIPXX_POOL_PEER=$build/tests/pool_peer
+# What tests/meson.build gives test_rocr_stand_in: the stand-in libhsa-runtime64 and two GPU agents
+# (the CUDA backend runs everything else; these name only what the ROCr backend would load).
+export HIPXX_ROCR_LIBRARY=$build/tests/rocr/libhsa-runtime64.so.1
+export HIPXX_STAND_IN_GPUS=2
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
