@@ -15,22 +15,22 @@
 
 namespace hipxx::backend::rocr {
 
-struct hsa_agent_t {
+struct hsa_agent_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint64_t handle;
 };
-struct hsa_signal_t {
+struct hsa_signal_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint64_t handle;
 };
-struct hsa_amd_memory_pool_t {
+struct hsa_amd_memory_pool_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint64_t handle;
 };
-struct hsa_amd_vmem_alloc_handle_t {
+struct hsa_amd_vmem_alloc_handle_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint64_t handle;
 };
 using hsa_signal_value_t = std::int64_t;
 
 // The 32 bytes that name an allocation to another process.
-struct hsa_amd_ipc_memory_t {
+struct hsa_amd_ipc_memory_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint32_t handle[8];  // NOLINT(modernize-avoid-c-arrays): the C layout
 };
 
@@ -144,12 +144,12 @@ enum hsa_amd_svm_model_t : std::uint64_t {
   HSA_AMD_SVM_GLOBAL_FLAG_INDETERMINATE = 2,
 };
 
-struct hsa_amd_memory_access_desc_t {
+struct hsa_amd_memory_access_desc_t {  // NOLINT(readability-identifier-naming): the C API's name
   hsa_access_permission_t permissions;
   hsa_agent_t agent_handle;
 };
 
-struct hsa_amd_svm_attribute_pair_t {
+struct hsa_amd_svm_attribute_pair_t {  // NOLINT(readability-identifier-naming): the C API's name
   std::uint64_t attribute;
   std::uint64_t value;
 };

@@ -82,6 +82,12 @@ std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<st
 
 void* pointer_to(std::uintptr_t address) noexcept { return reinterpret_cast<void*>(address); }
 
+// ROCr's SVM calls take a plain pointer to a range whose contents they do not write; HIP's advice and
+// prefetch take a const one.
+void* writable(const void* ptr) noexcept {
+  return const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+}
+
 std::size_t page_size() noexcept {
   static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
@@ -318,9 +324,9 @@ class RocrBackend final : public Backend {
     if (place_of(address, bytes, false).device) {
       if (const hipError_t error = copy(into, address, bytes); error != hipSuccess) return error;
     } else if (bytes == sizeof(std::uint32_t)) {
-      narrow = std::atomic_ref{*static_cast<std::uint32_t*>(const_cast<void*>(address))}.load();
+      narrow = __atomic_load_n(static_cast<const std::uint32_t*>(address), __ATOMIC_SEQ_CST);
     } else {
-      word = std::atomic_ref{*static_cast<std::uint64_t*>(const_cast<void*>(address))}.load();
+      word = __atomic_load_n(static_cast<const std::uint64_t*>(address), __ATOMIC_SEQ_CST);
     }
     *value = bytes == sizeof(std::uint32_t) ? narrow : word;
     return hipSuccess;
@@ -410,7 +416,7 @@ class RocrBackend final : public Backend {
     if (device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
     const hsa_agent_t target = device == hipCpuDeviceId ? cpu_ : gpus_[static_cast<std::size_t>(device)].agent;
     return with_completion([&](hsa_signal_t done) {
-      return api_.hsa_amd_svm_prefetch_async(const_cast<void*>(ptr), bytes, target, 0, nullptr, done);
+      return api_.hsa_amd_svm_prefetch_async(writable(ptr), bytes, target, 0, nullptr, done);
     });
   }
 
@@ -419,7 +425,8 @@ class RocrBackend final : public Backend {
     switch (advice) {
       case hipMemAdviseSetReadMostly:
       case hipMemAdviseUnsetReadMostly:
-        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_READ_MOSTLY, .value = advice == hipMemAdviseSetReadMostly};
+        attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_READ_MOSTLY,
+                     .value = advice == hipMemAdviseSetReadMostly ? 1U : 0U};
         break;
       case hipMemAdviseSetPreferredLocation:
         attribute = {.attribute = rocr::HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION, .value = agent_for(device).handle};
@@ -448,7 +455,7 @@ class RocrBackend final : public Backend {
         attribute.attribute != rocr::HSA_AMD_SVM_ATTRIB_GLOBAL_FLAG && device != hipCpuDeviceId && !valid(device)) {
       return hipErrorInvalidDevice;
     }
-    return to_hip(api_.hsa_amd_svm_attributes_set(const_cast<void*>(ptr), bytes, &attribute, 1));
+    return to_hip(api_.hsa_amd_svm_attributes_set(writable(ptr), bytes, &attribute, 1));
   }
 
   hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) override {
@@ -786,10 +793,10 @@ bool allocatable_global(const RuntimeApi& api, hsa_amd_memory_pool_t pool, std::
 
 std::optional<hsa_amd_memory_pool_t> pool_of(const RuntimeApi& api, hsa_agent_t agent, std::uint32_t flags) {
   struct Search {
-    const RuntimeApi* api;
-    std::uint32_t flags;
+    const RuntimeApi* api = nullptr;
+    std::uint32_t flags = 0;
     std::optional<hsa_amd_memory_pool_t> found;
-  } search{&api, flags, std::nullopt};
+  } search{.api = &api, .flags = flags, .found = std::nullopt};
   (void)api.hsa_amd_agent_iterate_memory_pools(
       agent,
       [](hsa_amd_memory_pool_t pool, void* data) {
