@@ -146,7 +146,8 @@ hsa_status_t hsa_amd_vmem_address_reserve(void** va, std::size_t size, std::uint
   return reserve(va, size, address, 0, flags);
 }
 
-// Left out of the variant that stands in for ROCm before 6.2, which lacks it (tests/rocr/meson.build).
+// Left out of the variant that stands in for HSA runtimes before AMD interface 1.6, which lack it
+// (tests/rocr/meson.build).
 #ifndef HIPXX_STAND_IN_WITHOUT_RESERVE_ALIGN
 hsa_status_t hsa_amd_vmem_address_reserve_align(void** va, std::size_t size, std::uint64_t address,
                                                 std::uint64_t alignment, std::uint64_t flags) {

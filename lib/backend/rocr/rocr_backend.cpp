@@ -918,7 +918,8 @@ std::unique_ptr<Backend> make_rocr_backend(std::string& error) {
   RuntimeApi api;
   if (const std::string missing = load_entry_points(library, api); !missing.empty()) {
     dlclose(library);  // nothing of it has run yet
-    error = "libhsa-runtime64.so.1 lacks " + missing + " (the ROCr backend needs ROCm 6.2 or later)";
+    error = "libhsa-runtime64.so.1 lacks " + missing +
+            " (the ROCr backend needs an HSA runtime with the virtual memory API, AMD interface 1.4 or later)";
     return nullptr;
   }
   // From here on the library stays loaded: hsa_init may have started threads of its own.
