@@ -414,7 +414,7 @@ class RocrBackend final : public Backend {
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
     if (device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
-    const hsa_agent_t target = device == hipCpuDeviceId ? cpu_ : gpus_[static_cast<std::size_t>(device)].agent;
+    const hsa_agent_t target = agent_for(device);
     return with_completion([&](hsa_signal_t done) {
       return api_.hsa_amd_svm_prefetch_async(writable(ptr), bytes, target, 0, nullptr, done);
     });
@@ -477,9 +477,7 @@ class RocrBackend final : public Backend {
     std::memcpy(&bytes, &handle, sizeof bytes);
     if (bytes.tag != kIpcTag || bytes.size == 0) return hipErrorInvalidValue;
     if (bytes.process == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
-    std::vector<hsa_agent_t> agents;
-    agents.reserve(gpus_.size());
-    for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
+    const std::vector<hsa_agent_t> agents = gpu_agents();
     void* at = nullptr;
     if (const hsa_status_t status = api_.hsa_amd_ipc_memory_attach(
             &bytes.rocr_handle, bytes.size, static_cast<std::uint32_t>(agents.size()), agents.data(), &at);
@@ -522,6 +520,13 @@ class RocrBackend final : public Backend {
     return valid(device) ? device : 0;
   }
 
+  [[nodiscard]] std::vector<hsa_agent_t> gpu_agents() const {
+    std::vector<hsa_agent_t> agents;
+    agents.reserve(gpus_.size());
+    for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
+    return agents;
+  }
+
   [[nodiscard]] hsa_agent_t agent_for(int device) const noexcept {
     if (device == hipCpuDeviceId || !valid(device)) return cpu_;
     return gpus_[static_cast<std::size_t>(device)].agent;
@@ -542,14 +547,13 @@ class RocrBackend final : public Backend {
     const std::uintptr_t address = address_of(ptr);
     std::lock_guard lock{mutex_};
     const auto after = device_ranges_.upper_bound(address);
-    const auto host_until = [&](std::uintptr_t next) { return Place{.length = std::min(most, next - address)}; };
-    if (after == device_ranges_.begin()) {
-      return after == device_ranges_.end() ? Place{.length = most} : host_until(after->first);
-    }
+    // Host memory: up to the next device memory, if any.
+    const auto host = [&] {
+      return Place{.length = after == device_ranges_.end() ? most : std::min(most, after->first - address)};
+    };
+    if (after == device_ranges_.begin()) return host();
     const auto& [base, range] = *std::prev(after);
-    if (address >= base + range.size) {
-      return after == device_ranges_.end() ? Place{.length = most} : host_until(after->first);
-    }
+    if (address >= base + range.size) return host();
     Place place{.device = true, .length = std::min(most, base + range.size - address)};
     switch (range.kind) {
       case DeviceMemory::pool_allocation: place.reachable_by = bit_of(range.owner); break;
@@ -684,8 +688,7 @@ class RocrBackend final : public Backend {
         status != rocr::HSA_STATUS_SUCCESS) {
       return to_hip(status);
     }
-    std::vector<hsa_agent_t> agents;
-    for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
+    const std::vector<hsa_agent_t> agents = gpu_agents();
     if (const hsa_status_t status =
             api_.hsa_amd_agents_allow_access(static_cast<std::uint32_t>(agents.size()), agents.data(), nullptr, buffer);
         status != rocr::HSA_STATUS_SUCCESS) {
