@@ -37,11 +37,15 @@ std::uint64_t Stream::known_point(const Stream& other) const {
   return found == ordered_after_.end() ? 0 : found->second;
 }
 
+void add_pool_once(std::vector<PoolRef>& pools, PoolRef pool) {
+  const bool known =
+      std::any_of(pools.begin(), pools.end(), [&](const PoolRef& noted) { return noted.serial == pool.serial; });
+  if (!known) pools.push_back(pool);
+}
+
 void Stream::note_pool(PoolRef pool) {
   std::lock_guard lock{pools_mutex_};
-  const bool known =
-      std::any_of(pools_.begin(), pools_.end(), [&](const PoolRef& noted) { return noted.serial == pool.serial; });
-  if (!known) pools_.push_back(pool);
+  add_pool_once(pools_, pool);
 }
 
 void Stream::forget_pool(std::uint64_t serial) {

@@ -38,6 +38,9 @@ struct PoolRef {
   std::uint64_t serial = 0;
 };
 
+// Adds `pool` to `pools` unless a pool of its serial is there already.
+void add_pool_once(std::vector<PoolRef>& pools, PoolRef pool);
+
 struct StreamTraits {
   int device = 0;
   unsigned flags = hipStreamDefault;

@@ -269,11 +269,7 @@ void StreamRegistry::synchronize_device(int device) {
 
 namespace {
 void add_pools_of(const Stream& stream, std::vector<PoolRef>& pools) {
-  for (const PoolRef& pool : stream.pools()) {
-    const bool listed =
-        std::any_of(pools.begin(), pools.end(), [&](const PoolRef& other) { return other.serial == pool.serial; });
-    if (!listed) pools.push_back(pool);
-  }
+  for (const PoolRef& pool : stream.pools()) add_pool_once(pools, pool);
 }
 }  // namespace
 
