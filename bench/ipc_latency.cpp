@@ -1,11 +1,12 @@
 // What sharing memory between processes costs:
-//   - hipIpcGetMemHandle on a fresh allocation (the first export, which is the real work: on the host
-//     backend it creates the shared-memory object and moves the pages onto it; the CUDA driver's
-//     export is about 500 us on an H100) and on one already exported (a lookup);
+//   - hipIpcGetMemHandle on a fresh allocation (the first export: on the host backend, whose
+//     allocations are memfds from the start, it only fills in the handle; the CUDA driver's export is
+//     about 500 us on an H100) and on one already exported;
 //   - hipIpcOpenMemHandle + hipIpcCloseMemHandle in another process, timed there;
 //   - hipMemExportToShareableHandle + close(fd), and hipMemImportFromShareableHandle + hipMemRelease;
-//   - hipFree of an exported allocation against a plain one, and the raw system calls of the host
-//     backend's export (shm_open, ftruncate, pwrite, mmap) as a floor for it.
+//   - hipFree of an exported allocation against a plain one, and hipMalloc + hipFree against the raw
+//     system calls of the host backend's allocation (memfd_create, ftruncate, seals, mmap; munmap,
+//     close) and against a private anonymous mapping, which cannot be shared.
 //
 // The other process is this same executable, started with fork+exec (a GPU runtime does not survive a
 // bare fork) as `<self> --ipc-peer <fd>`, and spoken to over a socketpair. Run it directly, e.g.
@@ -156,39 +157,61 @@ void BM_IpcGetMemHandle_FirstExport(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(size));
 }
-BENCHMARK(BM_IpcGetMemHandle_FirstExport)->Arg(4 * kKiB)->Arg(1 * kMiB)->Arg(64 * kMiB)->UseManualTime()
+// A fixed count: only the export is timed, and it is far shorter than the allocation and fill
+// around it, so a time-based count would run the fills for minutes.
+BENCHMARK(BM_IpcGetMemHandle_FirstExport)
+    ->Arg(4 * kKiB)
+    ->Arg(1 * kMiB)
+    ->Arg(64 * kMiB)
+    ->UseManualTime()
+    ->Iterations(200)
     ->Unit(benchmark::kMicrosecond);
 
-// The operating system's part of the host backend's export, done directly: create a named POSIX
-// shared-memory object, copy the pages in, map it over them. What hipIpcGetMemHandle adds is the rest.
-void BM_OsBaseline_ShmExport(benchmark::State& state) {
+// hipMalloc + hipFree against the host backend's system calls done directly (Arg 1: a sealed memfd
+// mapped shared, as hipMalloc makes) and against a private anonymous mapping (Arg 0), which is
+// cheaper but cannot be shared without moving it.
+void BM_MallocFree(benchmark::State& state) {
   auto const size = static_cast<std::size_t>(state.range(0));
-  int serial = 0;
   for (auto _ : state) {
-    void* pages = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pages == MAP_FAILED) std::exit(1);
-    std::memset(pages, 0x5A, size);
-    std::string const name = "/hipxx-bench-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
-    auto const start = Clock::now();
-    int const fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    bool const done = fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0 &&
-                      pwrite(fd, pages, size, 0) == static_cast<ssize_t>(size) &&
-                      mmap(pages, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
-    if (fd >= 0) close(fd);
-    auto const end = Clock::now();
-    shm_unlink(name.c_str());
-    munmap(pages, size);
-    if (!done) {
-      state.SkipWithError("shm export failed");
-      break;
-    }
-    state.SetIterationTime(seconds_between(start, end));
+    void* pointer = nullptr;
+    require(hipMalloc(&pointer, size), "hipMalloc");
+    require(hipFree(pointer), "hipFree");
   }
 }
-BENCHMARK(BM_OsBaseline_ShmExport)->Arg(4 * kKiB)->Arg(1 * kMiB)->Arg(64 * kMiB)->UseManualTime()
+BENCHMARK(BM_MallocFree)->Arg(4 * kKiB)->Arg(1 * kMiB)->Unit(benchmark::kMicrosecond);
+
+void BM_OsBaseline_Allocation(benchmark::State& state) {
+  auto const size = static_cast<std::size_t>(state.range(0));
+  bool const shareable = state.range(1) != 0;
+  for (auto _ : state) {
+    void* pages = MAP_FAILED;
+    int fd = -1;
+    if (shareable) {
+      fd = memfd_create("hipxx-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0 &&
+          fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
+        pages = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      }
+    } else {
+      pages = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    if (pages == MAP_FAILED) {
+      state.SkipWithError("allocation failed");
+      break;
+    }
+    munmap(pages, size);
+    if (fd >= 0) close(fd);
+  }
+}
+BENCHMARK(BM_OsBaseline_Allocation)
+    ->ArgNames({"bytes", "memfd"})
+    ->Args({4 * kKiB, 0})
+    ->Args({4 * kKiB, 1})
+    ->Args({1 * kMiB, 0})
+    ->Args({1 * kMiB, 1})
     ->Unit(benchmark::kMicrosecond);
 
-// hipFree of an exported allocation (the name is unlinked too) against one never exported.
+// hipFree of an exported allocation against one never exported.
 void BM_Free(benchmark::State& state) {
   auto const size = static_cast<std::size_t>(state.range(0));
   bool const exported = state.range(1) != 0;
@@ -207,7 +230,7 @@ void BM_Free(benchmark::State& state) {
 BENCHMARK(BM_Free)->ArgNames({"bytes", "exported"})->Args({1 * kMiB, 0})->Args({1 * kMiB, 1})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Exporting again: the runtime hands back the handle it made the first time.
+// Exporting again: the same handle, made afresh from the same facts.
 void BM_IpcGetMemHandle_Again(benchmark::State& state) {
   void* pointer = nullptr;
   require(hipMalloc(&pointer, 1 * kMiB), "hipMalloc");

@@ -1,8 +1,5 @@
 // The other process of tests/test_ipc.cpp, started with fork+exec:
 //   ipc_peer serve <socket fd>   answers ipc_test::Request messages on the socket until EOF or Op::exit
-//   ipc_peer start-backend       starts the runtime (and so the host backend's clean-up of dead
-//                                exporters' objects), exits 0 if it started
-//   ipc_peer exit                exits 0 without touching HIP: a pid that is certainly dead afterwards
 #include "ipc_protocol.hpp"
 
 #include <hipxx/ipc.hpp>
@@ -132,11 +129,6 @@ int serve(int socket) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string_view{argv[1]} == "exit") return 0;
-  if (argc >= 2 && std::string_view{argv[1]} == "start-backend") {
-    int count = 0;
-    return hipGetDeviceCount(&count) == hipSuccess && count > 0 ? 0 : 1;
-  }
   if (argc >= 3 && std::string_view{argv[1]} == "serve") return serve(std::atoi(argv[2]));
   return 2;
 }

@@ -2,9 +2,9 @@
 // started with fork+exec (a GPU runtime does not survive a bare fork), found through the
 // HIPXX_IPC_PEER environment variable that meson sets; handles travel over a socketpair.
 //
-// Cases in the "host-only" suite check facts of the host backend: the POSIX shared-memory object
-// behind a handle (/dev/shm/hipxx-ipc-<pid>-<32 hex>), its mode, and the clean-up of objects whose
-// exporter died.
+// Cases in the "host-only" suite check facts of the host backend: every hipMalloc allocation is a
+// memfd held open from hipMalloc to hipFree, which a peer opens through /proc/<pid>/fd; an export
+// moves nothing, so it waits for nothing and loses no store, and it leaves nothing behind in /dev/shm.
 #include "ipc_protocol.hpp"
 #include "stream_test_support.hpp"
 
@@ -30,12 +30,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -56,13 +58,6 @@ std::string peer_path() { return test_support::peer_path("HIPXX_IPC_PEER"); }
 
 using test_support::spawn;
 using test_support::wait_exit_code;
-
-// Runs `ipc_peer <mode>` to completion and returns its pid, now dead and reaped.
-pid_t run_peer_mode(char const* mode, int* exit_code) {
-  pid_t const pid = spawn({peer_path(), mode});
-  *exit_code = wait_exit_code(pid);
-  return pid;
-}
 
 // A peer process in serve mode, spoken to over a socketpair.
 class Peer {
@@ -166,23 +161,35 @@ struct DeviceBlock {
 
 bool same(hipIpcMemHandle_t const& a, hipIpcMemHandle_t const& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// Names in /dev/shm of objects exported by process `pid`.
-std::vector<std::string> shm_names_of(pid_t pid) {
-  std::string const prefix = "hipxx-ipc-" + std::to_string(pid) + "-";
-  std::vector<std::string> names;
-  DIR* const directory = opendir("/dev/shm");
+// The links of process `pid`'s descriptors that are hipxx's plain allocations
+// ("/memfd:hipxx-memory-<16 hex>-<16 hex> (deleted)").
+std::vector<std::string> allocation_links_of(pid_t pid) {
+  std::string const directory_path = "/proc/" + std::to_string(pid) + "/fd";
+  std::vector<std::string> links;
+  DIR* const directory = opendir(directory_path.c_str());
   REQUIRE(directory != nullptr);
   while (dirent const* entry = readdir(directory)) {
-    std::string const name = entry->d_name;
-    if (name.starts_with(prefix)) names.push_back(name);
+    std::array<char, 512> target{};
+    std::string const path = directory_path + "/" + entry->d_name;
+    ssize_t const length = readlink(path.c_str(), target.data(), target.size() - 1);
+    if (length <= 0) continue;
+    std::string const link{target.data(), static_cast<std::size_t>(length)};
+    if (link.starts_with("/memfd:hipxx-memory-")) links.push_back(link);
   }
   closedir(directory);
-  return names;
+  return links;
 }
 
-bool shm_exists(std::string const& name) {
-  struct stat status {};
-  return stat(("/dev/shm/" + name).c_str(), &status) == 0;
+// Entries of /dev/shm whose name mentions hipxx.
+std::size_t hipxx_names_in_dev_shm() {
+  std::size_t count = 0;
+  DIR* const directory = opendir("/dev/shm");
+  if (directory == nullptr) return 0;
+  while (dirent const* entry = readdir(directory)) {
+    if (std::string_view{static_cast<char const*>(entry->d_name)}.find("hipxx") != std::string_view::npos) ++count;
+  }
+  closedir(directory);
+  return count;
 }
 
 }  // namespace
@@ -575,40 +582,40 @@ TEST_CASE("IpcMapping in this process: the exporter side of a peer's memory") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host-backend facts: the shared-memory object behind a handle.
+// Host-backend facts: the memfd behind a handle.
 
-TEST_CASE("the object is /dev/shm/hipxx-ipc-<pid>-<32 hex>, mode 0600, gone after hipFree" *
+TEST_CASE("an allocation is a memfd held from hipMalloc to hipFree; exporting it creates nothing" *
           doctest::test_suite("host-only")) {
   stest::LeakCheck leaks;
-  CHECK(shm_names_of(getpid()).empty());
+  std::size_t const names_before = hipxx_names_in_dev_shm();
+  std::size_t const links_before = allocation_links_of(getpid()).size();
   DeviceBlock block{kPage, 1};
-  CHECK(shm_names_of(getpid()).empty());  // nothing before the export
-  (void)block.handle();
-  std::vector<std::string> const names = shm_names_of(getpid());
-  REQUIRE(names.size() == 1);
-  std::string const prefix = "hipxx-ipc-" + std::to_string(getpid()) + "-";
-  std::string const token = names[0].substr(prefix.size());
-  CHECK(token.size() == 32);
-  CHECK(token.find_first_not_of("0123456789abcdef") == std::string::npos);
+  std::vector<std::string> const links = allocation_links_of(getpid());
+  REQUIRE(links.size() == links_before + 1);
+  // Which link is the new one does not matter: every one has the same form.
+  std::string const& link = links.back();
+  std::string const prefix = "/memfd:hipxx-memory-";
+  std::string const suffix = " (deleted)";
+  REQUIRE(link.size() == prefix.size() + 33 + suffix.size());
+  CHECK(link.substr(prefix.size(), 16).find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(link[prefix.size() + 16] == '-');
+  CHECK(link.substr(prefix.size() + 17, 16).find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(link.ends_with(suffix));
 
-  struct stat status {};
-  REQUIRE(stat(("/dev/shm/" + names[0]).c_str(), &status) == 0);
-  CHECK((status.st_mode & 07777) == 0600);
-  CHECK(status.st_uid == getuid());
-  CHECK(S_ISREG(status.st_mode));
+  hipIpcMemHandle_t const first = block.handle();
+  CHECK(same(block.handle(), first));
+  CHECK(allocation_links_of(getpid()).size() == links_before + 1);  // no second descriptor
+  CHECK(hipxx_names_in_dev_shm() == names_before);  // and no name anywhere
 
-  (void)block.handle();  // a second export creates no second object
-  CHECK(shm_names_of(getpid()).size() == 1);
-
-  DeviceBlock second{kPage, 2};
-  (void)second.handle();
-  CHECK(shm_names_of(getpid()).size() == 2);
-  second.free();
+  DeviceBlock other{kPage, 2};
+  CHECK_FALSE(same(other.handle(), first));
+  CHECK(allocation_links_of(getpid()).size() == links_before + 2);
+  other.free();
   block.free();
-  CHECK(shm_names_of(getpid()).empty());
+  CHECK(allocation_links_of(getpid()).size() == links_before);
 }
 
-TEST_CASE("the exporter's hipFree unlinks the name; mappings already open stay" * doctest::test_suite("host-only")) {
+TEST_CASE("the exporter's hipFree: mappings already open stay, new opens fail" * doctest::test_suite("host-only")) {
   stest::LeakCheck leaks;
   constexpr std::size_t kSize = 2 * kPage;
   DeviceBlock block{kSize, 31};
@@ -617,7 +624,6 @@ TEST_CASE("the exporter's hipFree unlinks the name; mappings already open stay" 
   Reply const opened = peer.open(handle);
   REQUIRE(opened.status == hipSuccess);
   block.free();
-  CHECK(shm_names_of(getpid()).empty());
   CHECK(peer.mismatches(opened.value, 0, kSize, 31) == 0);
   CHECK(peer.open(handle).status == hipErrorInvalidValue);  // no new opens
   CHECK(peer.on_slot(Op::close, opened.value).status == hipSuccess);
@@ -661,103 +667,69 @@ TEST_CASE("an importer killed with SIGKILL mid-use: the exporter keeps working a
       REQUIRE(opened.status == hipSuccess);
       CHECK(late.on_slot(Op::close, opened.value).status == hipSuccess);
     }
-    CHECK(shm_names_of(getpid()).size() == 1);
     block.free();
-    CHECK(shm_names_of(getpid()).empty());
   }
   CHECK(open_fd_count() == fds_before);
 }
 
-TEST_CASE("an exporter killed with SIGKILL: importers keep the data; the next process start removes the name" *
-          doctest::test_suite("host-only")) {
+TEST_CASE(
+    "an exporter that dies, killed or exiting without hipFree: importers keep the data; the handle opens no more" *
+    doctest::test_suite("host-only")) {
   stest::LeakCheck leaks;
   constexpr std::size_t kSize = 3 * kPage;
-  Peer peer;
-  pid_t const exporter = peer.pid();
-  Request request{};
-  request.op = Op::export_new;
-  request.length = kSize;
-  request.seed = 51;
-  Reply const exported = peer.call(request);
-  REQUIRE(exported.status == hipSuccess);
-  std::vector<std::string> const names = shm_names_of(exporter);
-  REQUIRE(names.size() == 1);
-
-  void* mapped = nullptr;
-  REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipSuccess);
-  peer.kill();  // reaped too: a zombie still counts as a live pid
-  CHECK(shm_exists(names[0]));  // nobody has started since
-  CHECK(mismatches(mapped, 0, kSize, 51) == 0);
-
-  int exit_code = -1;
-  (void)run_peer_mode("start-backend", &exit_code);
-  REQUIRE(exit_code == 0);
-  CHECK_FALSE(shm_exists(names[0]));
-  // Our mapping outlives the name.
-  CHECK(mismatches(mapped, 0, kSize, 51) == 0);
-  fill(mapped, 0, kSize, 52);
-  CHECK(mismatches(mapped, 0, kSize, 52) == 0);
-  CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
-  // The handle names nothing now.
-  CHECK(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipErrorInvalidValue);
-}
-
-TEST_CASE("an exporter that exits normally without hipFree leaves no name behind" * doctest::test_suite("host-only")) {
-  stest::LeakCheck leaks;
-  constexpr std::size_t kSize = 2 * kPage;
-  void* mapped = nullptr;
-  std::vector<std::string> names;
-  {
-    Peer peer;
-    Request request{};
-    request.op = Op::export_new;
-    request.length = kSize;
-    request.seed = 61;
-    Reply const exported = peer.call(request);
-    REQUIRE(exported.status == hipSuccess);
-    names = shm_names_of(peer.pid());
-    REQUIRE(names.size() == 1);
-    REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, 0) == hipSuccess);
-  }  // the peer exits here, its allocation still exported
-  CHECK_FALSE(shm_exists(names[0]));
-  // What was open stays open.
-  CHECK(mismatches(mapped, 0, kSize, 61) == 0);
-  CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
-}
-
-TEST_CASE("a fresh process start removes names of dead exporters and only those" * doctest::test_suite("host-only")) {
-  int exit_code = -1;
-  pid_t const dead = run_peer_mode("exit", &exit_code);
-  REQUIRE(exit_code == 0);
-  REQUIRE((::kill(dead, 0) != 0 && errno == ESRCH));
-
-  auto const make_object = [](pid_t pid, char const* token) {
-    std::string const name = "/hipxx-ipc-" + std::to_string(pid) + "-" + token;
-    int const fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    REQUIRE(fd >= 0);
-    close(fd);
-    return name.substr(1);
-  };
-  std::string const stale = make_object(dead, "0123456789abcdef0123456789abcdef");
-  // Ours: this process is alive, so the object must stay even though no runtime knows it.
-  std::string const live = make_object(getpid(), "fedcba9876543210fedcba9876543210");
-  // Not ours at all: another prefix is never touched.
-  std::string const unrelated = "hipxx-ipc-test-unrelated-" + std::to_string(getpid());
-  {
-    int const fd = shm_open(("/" + unrelated).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    REQUIRE(fd >= 0);
-    close(fd);
+  std::size_t const names_before = hipxx_names_in_dev_shm();
+  for (bool const killed : {true, false}) {
+    CAPTURE(killed);
+    std::uint64_t const seed = killed ? 51 : 61;
+    void* mapped = nullptr;
+    hipIpcMemHandle_t handle{};
+    {
+      Peer peer;
+      Request request{};
+      request.op = Op::export_new;
+      request.length = kSize;
+      request.seed = seed;
+      Reply const exported = peer.call(request);
+      REQUIRE(exported.status == hipSuccess);
+      handle = exported.handle;
+      REQUIRE(hipIpcOpenMemHandle(&mapped, handle, 0) == hipSuccess);
+      if (killed) peer.kill();  // reaped too
+    }  // a peer not killed exits here, its allocation still exported
+    CHECK(hipxx_names_in_dev_shm() == names_before);
+    CHECK(mismatches(mapped, 0, kSize, seed) == 0);
+    fill(mapped, 0, kSize, seed + 1);
+    CHECK(mismatches(mapped, 0, kSize, seed + 1) == 0);
+    CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
+    CHECK(hipIpcOpenMemHandle(&mapped, handle, 0) == hipErrorInvalidValue);
   }
-  REQUIRE(shm_exists(stale));
+}
 
-  (void)run_peer_mode("start-backend", &exit_code);
-  REQUIRE(exit_code == 0);
-  CHECK_FALSE(shm_exists(stale));
-  CHECK(shm_exists(live));
-  CHECK(shm_exists(unrelated));
-  shm_unlink(("/" + stale).c_str());
-  CHECK(shm_unlink(("/" + live).c_str()) == 0);
-  CHECK(shm_unlink(("/" + unrelated).c_str()) == 0);
+// An export moves nothing: stores a thread makes straight through the pointer while another thread
+// makes the allocation's first export all land.
+TEST_CASE("stores made during the first export are kept" * doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kWords = (16U << 20) / sizeof(std::uint64_t);
+  for (int round = 0; round < 4; ++round) {
+    CAPTURE(round);
+    void* pointer = nullptr;
+    REQUIRE(hipMalloc(&pointer, kWords * sizeof(std::uint64_t)) == hipSuccess);
+    auto* const words = static_cast<std::uint64_t*>(pointer);
+    std::atomic<std::size_t> written{0};
+    std::thread writer{[&] {
+      for (std::size_t index = 0; index < kWords; ++index) {
+        std::atomic_ref{words[index]}.store(index * 3 + 1, std::memory_order_relaxed);
+        written.store(index + 1, std::memory_order_release);
+      }
+    }};
+    while (written.load(std::memory_order_acquire) < kWords / 8) std::this_thread::yield();
+    hipIpcMemHandle_t handle{};
+    CHECK(hipIpcGetMemHandle(&handle, pointer) == hipSuccess);
+    writer.join();
+    std::size_t lost = 0;
+    for (std::size_t index = 0; index < kWords; ++index) lost += words[index] != index * 3 + 1 ? 1 : 0;
+    CHECK(lost == 0);
+    CHECK(hipFree(pointer) == hipSuccess);
+  }
 }
 
 TEST_CASE("host handles are sealed: random, forged or damaged bytes are hipErrorInvalidValue" *
@@ -824,10 +796,9 @@ TEST_CASE("after hipFree the old handle names nothing, even once the address is 
   CHECK(hipFree(again) == hipSuccess);
 }
 
-// The host backend's first export copies the allocation onto a named object and maps the copy in
-// its place: a write between the copy and the map would be lost, so that export waits for the
-// work queued before it. Later exports copy nothing and wait for nothing.
-TEST_CASE("the first export waits for stream work queued before it; later ones do not" *
+// An export moves nothing, so it waits for no stream work: the work still queued writes the one
+// copy of the memory that every process sees.
+TEST_CASE("export waits for no stream work, and the work queued before it still lands" *
           doctest::test_suite("host-only")) {
   stest::LeakCheck leaks;
   constexpr std::size_t kSize = 64 * kPage;
@@ -839,27 +810,15 @@ TEST_CASE("the first export waits for stream work queued before it; later ones d
     stest::Gate gate;
     gate.block(stream);
     REQUIRE(hipMemsetAsync(device, 0x7a, kSize, stream) == hipSuccess);
-    std::thread opener = gate.open_later(std::chrono::milliseconds{30});
     hipIpcMemHandle_t first{};
     CHECK(hipIpcGetMemHandle(&first, device) == hipSuccess);
-    CHECK(hipStreamQuery(stream) == hipSuccess);  // the memset was done before the move
-    opener.join();
-  }
-  std::vector<unsigned char> data(kSize, 0);
-  REQUIRE(hipMemcpy(data.data(), device, kSize, hipMemcpyDeviceToHost) == hipSuccess);
-  CHECK(std::count(data.begin(), data.end(), 0x7a) == static_cast<std::ptrdiff_t>(kSize));
-  {
-    stest::Gate gate;
-    gate.block(stream);
-    REQUIRE(hipMemsetAsync(device, 0x3c, kSize, stream) == hipSuccess);
-    hipIpcMemHandle_t again{};
-    CHECK(hipIpcGetMemHandle(&again, device) == hipSuccess);
     CHECK(hipStreamQuery(stream) == hipErrorNotReady);
     gate.open();
   }
   REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  std::vector<unsigned char> data(kSize, 0);
   REQUIRE(hipMemcpy(data.data(), device, kSize, hipMemcpyDeviceToHost) == hipSuccess);
-  CHECK(std::count(data.begin(), data.end(), 0x3c) == static_cast<std::ptrdiff_t>(kSize));
+  CHECK(std::count(data.begin(), data.end(), 0x7a) == static_cast<std::ptrdiff_t>(kSize));
   CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(hipFree(device) == hipSuccess);
 }

@@ -3,9 +3,14 @@
 #include <doctest/doctest.h>
 
 #include "support/books.hpp"
+#include "support/descriptors.hpp"
 
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -77,7 +82,101 @@ TEST_CASE("hipMalloc: size 0 gives nullptr, and refused arguments") {
   ptr = reinterpret_cast<void*>(std::uintptr_t{0x1000});
   CHECK_REFUSED(hipMalloc(&ptr, SIZE_MAX), hipErrorOutOfMemory);
   CHECK_REFUSED(hipMalloc(&ptr, SIZE_MAX / 2), hipErrorOutOfMemory);
+  // More than the device has, though a size the address space could hold.
+  std::size_t total = 0;
+  REQUIRE(hipDeviceTotalMem(&total, 0) == hipSuccess);
+  CHECK_REFUSED(hipMalloc(&ptr, total + (std::size_t{1} << 30)), hipErrorOutOfMemory);
   CHECK(ptr == reinterpret_cast<void*>(std::uintptr_t{0x1000}));
+}
+
+// The host backend holds a descriptor for each allocation. A program that meets its soft limit on
+// open descriptors has it raised toward the hard one; where the hard limit stops it, the allocation
+// is hipErrorOutOfMemory and nothing else changes.
+TEST_CASE("host: allocations past the soft descriptor limit raise it; at the hard limit they are refused" *
+          doctest::test_suite("host-only")) {
+  LeakCheck leaks;
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  const auto in_use = static_cast<rlim_t>(test_support::open_fd_count());
+  REQUIRE_MESSAGE(saved.rlim_max >= in_use + 256, "the hard limit on descriptors leaves no room for the test");
+  rlimit low = saved;
+  low.rlim_cur = in_use + 8;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+
+  constexpr std::size_t kPage = 4096;
+  std::vector<void*> plain;
+  std::vector<hipMemGenericAllocationHandle_t> physical;
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location = {hipMemLocationTypeDevice, 0};
+  for (int index = 0; index < 32; ++index) {
+    void* ptr = nullptr;
+    CHECK(hipMalloc(&ptr, kPage) == hipSuccess);
+    if (ptr != nullptr) plain.push_back(ptr);
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    CHECK(hipMemCreate(&handle, kPage, &prop, 0) == hipSuccess);
+    if (handle != nullptr) physical.push_back(handle);
+  }
+  rlimit raised{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &raised) == 0);
+  CHECK(raised.rlim_cur >= in_use + 64);
+  CHECK(raised.rlim_max == saved.rlim_max);
+  for (void* ptr : plain) CHECK(hipFree(ptr) == hipSuccess);
+  plain.clear();
+  for (hipMemGenericAllocationHandle_t handle : physical) CHECK(hipMemRelease(handle) == hipSuccess);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+
+  // HIPXX_HOST_RAISE_NOFILE=0 leaves the soft limit alone: the allocation past it is refused.
+  REQUIRE(setenv("HIPXX_HOST_RAISE_NOFILE", "0", 1) == 0);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  hipError_t refusal = hipSuccess;
+  for (int index = 0; index < 64 && refusal == hipSuccess; ++index) {
+    void* ptr = nullptr;
+    refusal = hipMalloc(&ptr, kPage);
+    if (refusal == hipSuccess) plain.push_back(ptr);
+  }
+  rlimit kept{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &kept) == 0);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  REQUIRE(unsetenv("HIPXX_HOST_RAISE_NOFILE") == 0);
+  CHECK(refusal == hipErrorOutOfMemory);
+  CHECK(kept.rlim_cur == low.rlim_cur);
+  CHECK(plain.size() < 16);  // about eight: the limit was set eight above the count
+  for (void* ptr : plain) CHECK(hipFree(ptr) == hipSuccess);
+
+  // The hard limit cannot be raised back without privilege, so a child process meets it.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const auto used = static_cast<rlim_t>(test_support::open_fd_count());
+    const rlimit tight{used + 4, used + 4};
+    if (setrlimit(RLIMIT_NOFILE, &tight) != 0) _exit(10);
+    std::vector<void*> taken;
+    hipError_t refusal = hipSuccess;
+    for (int index = 0; index < 64 && refusal == hipSuccess; ++index) {
+      void* ptr = nullptr;
+      refusal = hipMalloc(&ptr, kPage);
+      if (refusal == hipSuccess) taken.push_back(ptr);
+    }
+    if (refusal != hipErrorOutOfMemory) _exit(11);
+    // A few more than four fit: the count above includes descriptors open only while it counts.
+    if (taken.empty() || taken.size() > 8) _exit(12);
+    // Freeing one makes room for one.
+    if (hipFree(taken.back()) != hipSuccess) _exit(13);
+    taken.pop_back();
+    void* again = nullptr;
+    if (hipMalloc(&again, kPage) != hipSuccess) _exit(14);
+    taken.push_back(again);
+    for (void* ptr : taken) {
+      if (hipFree(ptr) != hipSuccess) _exit(15);
+    }
+    if (static_cast<rlim_t>(test_support::open_fd_count()) != used) _exit(16);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("hipFree: nullptr is fine; double, interior and unknown pointers are refused") {

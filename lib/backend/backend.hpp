@@ -250,9 +250,6 @@ class Backend {
   // Legacy IPC of plain allocations. The handle's 64 bytes are the backend's own format; a handle
   // from this same process is refused with hipErrorInvalidContext.
   [[nodiscard]] virtual hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) = 0;
-  // Whether an allocation's first ipc_get_handle moves its contents to memory another process can
-  // open: stream work still writing it then would write to the old pages, and be lost.
-  [[nodiscard]] virtual bool ipc_export_moves_memory() const noexcept { return false; }
   [[nodiscard]] virtual hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) = 0;
   [[nodiscard]] virtual hipError_t ipc_close(void* ptr, std::size_t size) = 0;
 

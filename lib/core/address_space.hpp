@@ -152,7 +152,6 @@ struct LinearAllocation {
   int device = 0;
   LinearKind kind = LinearKind::device;
   int opens = 0;  // ipc_opened: hipIpcOpenMemHandle calls not yet closed
-  bool exported = false;  // device: hipIpcGetMemHandle has given a handle to it
 };
 
 // A run of consecutive mappings of one reservation, in address order: `count` of them from `first`.

@@ -15,29 +15,10 @@ bool exportable(const LinearAllocation* allocation) noexcept {
 hipError_t Runtime::ipc_get_handle(hipIpcMemHandle_t* handle, void* ptr) {
   if (handle == nullptr || ptr == nullptr) return hipErrorInvalidValue;
   const auto base = reinterpret_cast<std::uintptr_t>(ptr);
-  if (backend_->ipc_export_moves_memory()) {
-    bool first = false;
-    {
-      std::shared_lock lock{mutex_};
-      const LinearAllocation* allocation = address_space_.linear_at(base);
-      if (!exportable(allocation)) return hipErrorInvalidValue;
-      first = !allocation->exported;
-    }
-    // The first export moves the contents: work queued before it that writes the memory lands
-    // first, as it would on a GPU, where exporting moves nothing. Later exports move nothing and
-    // wait for nothing.
-    if (first) {
-      for (int device = 0; device < device_count(); ++device) streams_.synchronize_device(device);
-    }
-  }
   std::unique_lock lock{mutex_};
-  LinearAllocation* allocation = address_space_.linear_at(base);
+  const LinearAllocation* allocation = address_space_.linear_at(base);
   if (!exportable(allocation)) return hipErrorInvalidValue;
-  if (const hipError_t error = backend_->ipc_get_handle(ptr, allocation->size, handle); error != hipSuccess) {
-    return error;
-  }
-  allocation->exported = true;
-  return hipSuccess;
+  return backend_->ipc_get_handle(ptr, allocation->size, handle);
 }
 
 hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsigned flags) {

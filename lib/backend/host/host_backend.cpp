@@ -26,6 +26,7 @@
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
 #include "backend/host/host_queue.hpp"
+#include "backend/host/memfd.hpp"
 #include "backend/host/page_population.hpp"
 
 #include <fcntl.h>
@@ -153,12 +154,17 @@ int populate(void* at, std::size_t size) noexcept {
   return error;
 }
 
+// The machine's memory: what each host device reports as its own.
+std::uint64_t physical_memory() noexcept {
+  struct sysinfo info {};
+  sysinfo(&info);
+  return static_cast<std::uint64_t>(info.totalram) * info.mem_unit;
+}
+
 class HostBackend final : public Backend {
  public:
   explicit HostBackend(int count) {
-    struct sysinfo info {};
-    sysinfo(&info);
-    const std::uint64_t total = static_cast<std::uint64_t>(info.totalram) * info.mem_unit;
+    const std::uint64_t total = physical_memory();
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     for (int ordinal = 0; ordinal < count; ++ordinal) {
       devices_.push_back(DeviceProperties{
@@ -210,7 +216,7 @@ class HostBackend final : public Backend {
   }
 
   hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
-    const int fd = memfd_create("hipxx-physical", MFD_CLOEXEC);
+    const int fd = host::create_memfd("hipxx-physical", MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
     void* parked = nullptr;
     if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size, &parked) != 0) {
@@ -349,15 +355,12 @@ class HostBackend final : public Backend {
   }
 
   hipError_t allocate(int /*device*/, std::size_t size, void** out) override {
-    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED) return from_errno(errno);
-    *out = at;
-    return hipSuccess;
+    return plain_allocations_.allocate(size, out);
   }
 
   hipError_t deallocate(void* ptr, std::size_t size) override {
-    ipc_exports_.forget(ptr);
-    return munmap(ptr, size) == 0 ? hipSuccess : hipErrorInvalidValue;
+    if (plain_allocations_.release(ptr, size)) return hipSuccess;
+    return munmap(ptr, size) == 0 ? hipSuccess : hipErrorInvalidValue;  // managed memory
   }
 
   hipError_t allocate_managed(std::size_t size, unsigned /*flags*/, void** out) override {
@@ -385,17 +388,14 @@ class HostBackend final : public Backend {
   }
 
   hipError_t ipc_get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) override {
-    return ipc_exports_.get_handle(ptr, size, handle);
+    return plain_allocations_.get_handle(ptr, size, handle);
   }
-
-  // A plain allocation is private memory until its first export copies it to a named object.
-  bool ipc_export_moves_memory() const noexcept override { return true; }
 
   hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
-    return host::IpcExports::open(handle, ptr, size);
+    return host::PlainAllocations::open(handle, ptr, size);
   }
 
-  hipError_t ipc_close(void* ptr, std::size_t size) override { return host::IpcExports::close(ptr, size); }
+  hipError_t ipc_close(void* ptr, std::size_t size) override { return host::PlainAllocations::close(ptr, size); }
 
   std::unique_ptr<Queue> create_queue(int /*device*/, bool /*null_stream*/, bool /*blocking*/,
                                       int /*priority*/) override {
@@ -479,7 +479,7 @@ class HostBackend final : public Backend {
   const bool queues_ = queues_requested();
   std::mutex memory_order_;
   std::vector<DeviceProperties> devices_;
-  host::IpcExports ipc_exports_;
+  host::PlainAllocations plain_allocations_{static_cast<std::size_t>(physical_memory())};
   std::mutex parked_mutex_;
   std::unordered_map<int, Parked> parked_;  // memfd -> its parked mapping, until the first map
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";

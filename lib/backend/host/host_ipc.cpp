@@ -1,8 +1,8 @@
 #include "backend/host/host_ipc.hpp"
 
-#include <dirent.h>
+#include "backend/host/memfd.hpp"
+
 #include <fcntl.h>
-#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -10,18 +10,17 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
+#include <new>
 #include <string>
-#include <string_view>
 
 namespace hipxx::backend::host {
 namespace {
 
 constexpr std::array<char, 8> kMagic{'h', 'i', 'p', 'x', 'x', 'I', 'P', 'C'};
-constexpr std::uint32_t kVersion = 1;
-constexpr std::string_view kNamePrefix = "hipxx-ipc-";
+// Version 1 named a POSIX shared-memory object; its handles are refused as unknown.
+constexpr std::uint32_t kVersion = 2;
 
 // Field layout inside the 64 handle bytes.
 struct HandleFields {
@@ -29,9 +28,12 @@ struct HandleFields {
   std::uint32_t version;
   std::int32_t pid;
   std::uint64_t size;
-  std::array<std::uint8_t, 16> token;
+  std::uint64_t process_tag;
+  std::uint64_t serial;
+  std::int32_t fd;
+  std::uint32_t reserved;
   std::uint64_t checksum;
-  std::array<std::uint8_t, 16> unused;
+  std::array<std::uint8_t, 8> unused;
 };
 static_assert(sizeof(HandleFields) == HIP_IPC_HANDLE_SIZE);
 
@@ -45,161 +47,153 @@ std::uint64_t checksum_of(const HandleFields& fields) {
   return hash;
 }
 
-std::string object_name(const HandleFields& fields) {
+// The unused tail lies outside the checksum, so it is checked apart: a handle whose bytes differ
+// from the exported ones anywhere is not that handle.
+bool well_formed(const HandleFields& fields) {
+  return fields.magic == kMagic && fields.version == kVersion && fields.checksum == checksum_of(fields) &&
+         fields.size != 0 && fields.pid > 0 && fields.fd >= 0 && fields.reserved == 0 &&
+         fields.unused == std::array<std::uint8_t, 8>{};
+}
+
+std::string hex(std::uint64_t value) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string name{"/"};
-  name += kNamePrefix;
-  name += std::to_string(fields.pid);
-  name += '-';
-  for (const std::uint8_t byte : fields.token) {
-    name += kHex[byte >> 4];
-    name += kHex[byte & 0xF];
-  }
-  return name;
+  std::string text(16, '0');
+  for (auto digit = text.rbegin(); digit != text.rend(); ++digit, value >>= 4) *digit = kHex[value & 0xF];
+  return text;
 }
 
-bool fill_random(std::array<std::uint8_t, 16>& token) {
-  std::size_t filled = 0;
-  while (filled < token.size()) {
-    const ssize_t got = getrandom(token.data() + filled, token.size() - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    filled += static_cast<std::size_t>(got);
-  }
-  return true;
+std::string memfd_name(std::uint64_t process_tag, std::uint64_t serial) {
+  return "hipxx-memory-" + hex(process_tag) + "-" + hex(serial);
 }
 
-// The names this process has exported and not yet unlinked. The backend (and so IpcExports) lives
-// until the process ends and is never destroyed, so without this a program that exits normally
-// while exports are live would leave their objects in /dev/shm until some later process start
-// notices the dead pid. At normal exit the names go; mappings already open elsewhere stay, as after
-// hipFree. A forked child inherits the list but unlinks only names it exported itself.
-class NamesToUnlinkAtExit {
- public:
-  NamesToUnlinkAtExit() = default;
-  NamesToUnlinkAtExit(const NamesToUnlinkAtExit&) = delete;
-  NamesToUnlinkAtExit& operator=(const NamesToUnlinkAtExit&) = delete;
-  NamesToUnlinkAtExit(NamesToUnlinkAtExit&&) = delete;
-  NamesToUnlinkAtExit& operator=(NamesToUnlinkAtExit&&) = delete;
-  ~NamesToUnlinkAtExit() {
-    std::lock_guard lock{mutex_};
-    for (const auto& [name, exporter] : names_) {
-      if (exporter == getpid()) shm_unlink(name.c_str());
-    }
-  }
-
-  void add(const std::string& name) {
-    std::lock_guard lock{mutex_};
-    names_.emplace(name, getpid());
-  }
-  void remove(const std::string& name) {
-    std::lock_guard lock{mutex_};
-    names_.erase(name);
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, pid_t> names_;
-};
-
-NamesToUnlinkAtExit& names_to_unlink_at_exit() {
-  static NamesToUnlinkAtExit names;
-  return names;
+// A memfd's name as /proc shows it: memfds live on no mounted filesystem, so their link reads
+// "/memfd:<name> (deleted)".
+std::string proc_link_of(const HandleFields& fields) {
+  return "/memfd:" + memfd_name(fields.process_tag, fields.serial) + " (deleted)";
 }
 
+bool link_reads(const std::string& path, const std::string& expected) {
+  std::array<char, 512> target{};
+  const ssize_t length = readlink(path.c_str(), target.data(), target.size());
+  return length > 0 && static_cast<std::size_t>(length) == expected.size() &&
+         std::memcmp(target.data(), expected.data(), expected.size()) == 0;
+}
+
+std::uint64_t draw_process_tag() {
+  std::uint64_t tag = 0;
+  if (getrandom(&tag, sizeof tag, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof tag)) {
+    // Not a secret, only a guard against a reused pid: the clock will do.
+    tag = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+          (static_cast<std::uint64_t>(getpid()) << 32);
+  }
+  return tag;
+}
+
+std::size_t page_size() {
+  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+// `size` rounded up to whole pages, or 0 where that does not fit in a size_t.
 std::size_t page_rounded(std::size_t size) {
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return (size + page - 1) / page * page;
+  const std::size_t page = page_size();
+  return size > SIZE_MAX - (page - 1) ? 0 : (size + page - 1) / page * page;
+}
+
+hipError_t from_errno(int error) {
+  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE || error == EFBIG)
+             ? hipErrorOutOfMemory
+             : hipErrorInvalidValue;
 }
 
 }  // namespace
 
-IpcExports::IpcExports() {
-  DIR* directory = opendir("/dev/shm");
-  if (directory == nullptr) return;
-  while (const dirent* entry = readdir(directory)) {
-    const std::string_view name{static_cast<const char*>(entry->d_name)};
-    if (!name.starts_with(kNamePrefix)) continue;
-    const pid_t owner = static_cast<pid_t>(std::atol(name.substr(kNamePrefix.size()).data()));
-    if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {
-      std::string path{"/"};
-      path += name;
-      shm_unlink(path.c_str());
-    }
+PlainAllocations::PlainAllocations(std::size_t limit) : process_tag_{draw_process_tag()}, limit_{limit} {}
+
+hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
+  const std::size_t mapped = page_rounded(size);
+  if (mapped == 0 || mapped > limit_) return hipErrorOutOfMemory;
+  const std::uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  const int fd = create_memfd(memfd_name(process_tag_, serial).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return from_errno(errno);
+  // Sealed at its size, so that no importer can shrink the file under the exporter's mapping.
+  void* at = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(mapped)) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
+    at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
-  closedir(directory);
+  const int error = errno;
+  if (at == MAP_FAILED) {
+    ::close(fd);
+    return from_errno(error);
+  }
+  try {
+    const std::lock_guard lock{mutex_};
+    allocations_.emplace(reinterpret_cast<std::uintptr_t>(at), Allocation{.fd = fd, .serial = serial});
+  } catch (const std::bad_alloc&) {
+    munmap(at, mapped);
+    ::close(fd);
+    return hipErrorOutOfMemory;
+  }
+  *out = at;
+  return hipSuccess;
 }
 
-IpcExports::~IpcExports() {
-  std::lock_guard lock{mutex_};
-  for (const auto& [base, handle] : exported_) {
-    HandleFields fields{};
-    std::memcpy(&fields, &handle, sizeof fields);
-    shm_unlink(object_name(fields).c_str());
+bool PlainAllocations::release(void* ptr, std::size_t size) {
+  Allocation allocation;
+  {
+    const std::lock_guard lock{mutex_};
+    const auto found = allocations_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == allocations_.end()) return false;
+    allocation = found->second;
+    allocations_.erase(found);
   }
+  // Mappings other processes opened hold the file, and stay.
+  munmap(ptr, page_rounded(size));
+  ::close(allocation.fd);
+  return true;
 }
 
-hipError_t IpcExports::get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) {
-  std::lock_guard lock{mutex_};
-  if (const auto found = exported_.find(reinterpret_cast<std::uintptr_t>(ptr)); found != exported_.end()) {
-    *handle = found->second;
-    return hipSuccess;
+hipError_t PlainAllocations::get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) const {
+  Allocation allocation;
+  {
+    const std::lock_guard lock{mutex_};
+    const auto found = allocations_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == allocations_.end()) return hipErrorInvalidValue;
+    allocation = found->second;
   }
   HandleFields fields{};
   fields.magic = kMagic;
   fields.version = kVersion;
   fields.pid = static_cast<std::int32_t>(getpid());
   fields.size = size;
-  if (!fill_random(fields.token)) return hipErrorOperatingSystem;
+  fields.process_tag = process_tag_;
+  fields.serial = allocation.serial;
+  fields.fd = allocation.fd;
   fields.checksum = checksum_of(fields);
-  const std::string name = object_name(fields);
-
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, S_IRUSR | S_IWUSR);
-  if (fd < 0) return hipErrorOperatingSystem;
-  const std::size_t mapped = page_rounded(size);
-  // The current contents move onto the named object, which then replaces the pages in place.
-  const bool moved = ftruncate(fd, static_cast<off_t>(mapped)) == 0 &&
-                     pwrite(fd, ptr, mapped, 0) == static_cast<ssize_t>(mapped) &&
-                     mmap(ptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
-  ::close(fd);
-  if (!moved) {
-    shm_unlink(name.c_str());
-    return hipErrorOperatingSystem;
-  }
   std::memcpy(handle, &fields, sizeof fields);
-  exported_.emplace(reinterpret_cast<std::uintptr_t>(ptr), *handle);
-  names_to_unlink_at_exit().add(name);
   return hipSuccess;
 }
 
-void IpcExports::forget(void* ptr) {
-  std::lock_guard lock{mutex_};
-  const auto found = exported_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (found == exported_.end()) return;
-  HandleFields fields{};
-  std::memcpy(&fields, &found->second, sizeof fields);
-  const std::string name = object_name(fields);
-  shm_unlink(name.c_str());
-  names_to_unlink_at_exit().remove(name);
-  exported_.erase(found);
-}
-
-hipError_t IpcExports::open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) {
+hipError_t PlainAllocations::open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) {
   HandleFields fields{};
   std::memcpy(&fields, &handle, sizeof fields);
-  // The unused tail lies outside the checksum, so it is checked apart: a handle whose bytes differ
-  // from the exported ones anywhere is not that handle.
-  if (fields.magic != kMagic || fields.version != kVersion || fields.checksum != checksum_of(fields) ||
-      fields.size == 0 || fields.unused != std::array<std::uint8_t, 16>{}) {
-    return hipErrorInvalidValue;
-  }
+  if (!well_formed(fields)) return hipErrorInvalidValue;
   if (fields.pid == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
-  const int fd = shm_open(object_name(fields).c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return hipErrorInvalidValue;
-  struct stat status {};
   const std::size_t mapped = page_rounded(fields.size);
+  if (mapped == 0) return hipErrorInvalidValue;
+  // The name is read before the open too, so that a handle naming some other kind of file (a
+  // device, say) never opens it.
+  const std::string expected = proc_link_of(fields);
+  const std::string path = "/proc/" + std::to_string(fields.pid) + "/fd/" + std::to_string(fields.fd);
+  if (!link_reads(path, expected)) return hipErrorInvalidValue;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return hipErrorInvalidValue;
+  // Checked again through our own descriptor: the exporter may have freed and reused it meanwhile.
+  struct stat status {};
   void* at = MAP_FAILED;
-  if (fstat(fd, &status) == 0 && static_cast<std::size_t>(status.st_size) == mapped) {
+  if (link_reads("/proc/self/fd/" + std::to_string(fd), expected) && fstat(fd, &status) == 0 &&
+      static_cast<std::size_t>(status.st_size) == mapped) {
     at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   ::close(fd);
@@ -209,7 +203,7 @@ hipError_t IpcExports::open(const hipIpcMemHandle_t& handle, void** ptr, std::si
   return hipSuccess;
 }
 
-hipError_t IpcExports::close(void* ptr, std::size_t size) {
+hipError_t PlainAllocations::close(void* ptr, std::size_t size) {
   return munmap(ptr, page_rounded(size)) == 0 ? hipSuccess : hipErrorInvalidValue;
 }
 

@@ -1,38 +1,53 @@
-// Legacy IPC on the host backend. An exported allocation moves, at the same address and with its
-// contents, onto a POSIX shared-memory object whose name carries 128 random bits and is created
-// 0600: only the same user can open it, and nobody can guess it. The 64-byte handle holds that name,
-// the size and the exporter's pid, sealed with a checksum so that garbage is refused, not followed.
+// Plain device allocations (hipMalloc) of the host backend, and legacy IPC of them. Each allocation
+// is a memfd mapped shared from the start and held open, so an export moves nothing and waits for
+// nothing: stores other threads or streams make at any time land in the one copy every process
+// sees. The 64-byte handle names the exporter's pid, the descriptor and the memfd's name (a number
+// drawn once per process and the allocation's serial); another process of the same user opens that
+// very file through /proc/<pid>/fd/<fd>, and takes it only if the name is the one the handle was
+// made for, since a descriptor freed and reused names some other file. A checksum seals the bytes,
+// so that garbage is refused, not followed.
 #pragma once
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <unordered_map>
 
 namespace hipxx::backend::host {
 
-class IpcExports {
+class PlainAllocations {
  public:
-  IpcExports();  // removes objects left behind by exporters that died without cleaning up
-  IpcExports(const IpcExports&) = delete;
-  IpcExports& operator=(const IpcExports&) = delete;
-  IpcExports(IpcExports&&) = delete;
-  IpcExports& operator=(IpcExports&&) = delete;
-  ~IpcExports();
+  // `limit`: the most one allocation may hold (the device's memory). A memfd's pages are allocated
+  // when first touched, so without it a request no device could meet would succeed here.
+  explicit PlainAllocations(std::size_t limit);
+  PlainAllocations(const PlainAllocations&) = delete;
+  PlainAllocations& operator=(const PlainAllocations&) = delete;
+  PlainAllocations(PlainAllocations&&) = delete;
+  PlainAllocations& operator=(PlainAllocations&&) = delete;
+  ~PlainAllocations() = default;
 
-  [[nodiscard]] hipError_t get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle);
-  // Called before the allocation is unmapped: the name goes, mappings in other processes stay.
-  void forget(void* ptr);
+  [[nodiscard]] hipError_t allocate(std::size_t size, void** out);
+  // False where `ptr` is not the base of one of these allocations (and nothing is done).
+  [[nodiscard]] bool release(void* ptr, std::size_t size);
 
+  [[nodiscard]] hipError_t get_handle(void* ptr, std::size_t size, hipIpcMemHandle_t* handle) const;
   [[nodiscard]] static hipError_t open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size);
   [[nodiscard]] static hipError_t close(void* ptr, std::size_t size);
 
  private:
-  std::mutex mutex_;
-  std::unordered_map<std::uintptr_t, hipIpcMemHandle_t> exported_;
+  struct Allocation {
+    int fd = -1;
+    std::uint64_t serial = 0;
+  };
+
+  const std::uint64_t process_tag_;
+  const std::size_t limit_;
+  std::atomic<std::uint64_t> next_serial_{1};
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uintptr_t, Allocation> allocations_;
 };
 
 }  // namespace hipxx::backend::host

@@ -1,0 +1,15 @@
+// Every allocation of the host backend is a memfd, and each holds its descriptor for as long as the
+// allocation lives, so a program with many allocations can meet its soft RLIMIT_NOFILE long before it
+// meets a shortage of memory. Creation raises the soft limit toward the hard one when that happens,
+// as a GPU runtime would not run out of handles at a thousand allocations. HIPXX_HOST_RAISE_NOFILE=0
+// leaves the limit alone: an allocation past it is then refused as out of memory.
+#pragma once
+
+namespace hipxx::backend::host {
+
+// memfd_create(name, flags), retried once after raising the soft limit on open descriptors where the
+// first try fails with EMFILE (unless HIPXX_HOST_RAISE_NOFILE=0, read at that moment). Returns the
+// descriptor, or -1 with errno set.
+[[nodiscard]] int create_memfd(const char* name, unsigned flags) noexcept;
+
+}  // namespace hipxx::backend::host
