@@ -704,6 +704,45 @@ TEST_CASE(
   }
 }
 
+// A forked child shares the allocation (and its descriptor); its export names the child, so the
+// parent, for which the child is another process, can open it.
+TEST_CASE("a forked child's export names the child, and the parent opens it" * doctest::test_suite("host-only")) {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage;
+  DeviceBlock block{kSize, 71};
+  std::array<int, 2> to_parent{};
+  std::array<int, 2> to_child{};
+  REQUIRE(pipe2(to_parent.data(), O_CLOEXEC) == 0);
+  REQUIRE(pipe2(to_child.data(), O_CLOEXEC) == 0);
+  pid_t const child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    hipIpcMemHandle_t handle{};
+    bool const sent = hipIpcGetMemHandle(&handle, block.pointer) == hipSuccess &&
+                      ipc_test::write_all(to_parent[1], &handle, sizeof handle);
+    char done = 0;
+    _exit(sent && ipc_test::read_all(to_child[0], &done, 1) ? 0 : 1);  // stay until the parent is done
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  hipIpcMemHandle_t from_child{};
+  REQUIRE(ipc_test::read_all(to_parent[0], &from_child, sizeof from_child));
+  CHECK_FALSE(same(from_child, block.handle()));
+  void* mapped = nullptr;
+  CHECK(hipIpcOpenMemHandle(&mapped, from_child, 0) == hipSuccess);
+  if (mapped != nullptr) {
+    CHECK(mismatches(mapped, 0, kSize, 71) == 0);
+    fill(mapped, 0, kSize, 72);
+    CHECK(mismatches(block.pointer, 0, kSize, 72) == 0);  // the same memory
+    CHECK(hipIpcCloseMemHandle(mapped) == hipSuccess);
+  }
+  char const done = 1;
+  CHECK(ipc_test::write_all(to_child[1], &done, 1));
+  close(to_child[1]);
+  close(to_parent[0]);
+  CHECK(wait_exit_code(child) == 0);
+}
+
 // An export moves nothing: stores a thread makes straight through the pointer while another thread
 // makes the allocation's first export all land.
 TEST_CASE("stores made during the first export are kept" * doctest::test_suite("host-only")) {

@@ -3,12 +3,14 @@
 #include "backend/host/memfd.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -89,6 +91,18 @@ std::uint64_t draw_process_tag() {
   return tag;
 }
 
+// This process's pid. getpid is a system call each time (about a microsecond in a VM), and a pid
+// changes only across fork, which updates the copy.
+std::atomic<pid_t> cached_pid{0};
+
+pid_t current_pid() {
+  static const bool registered = [] {
+    cached_pid.store(getpid(), std::memory_order_relaxed);
+    return pthread_atfork(nullptr, nullptr, [] { cached_pid.store(getpid(), std::memory_order_relaxed); }) == 0;
+  }();
+  return registered ? cached_pid.load(std::memory_order_relaxed) : getpid();
+}
+
 std::size_t page_size() {
   static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
@@ -165,7 +179,7 @@ hipError_t PlainAllocations::get_handle(void* ptr, std::size_t size, hipIpcMemHa
   HandleFields fields{};
   fields.magic = kMagic;
   fields.version = kVersion;
-  fields.pid = static_cast<std::int32_t>(getpid());
+  fields.pid = static_cast<std::int32_t>(current_pid());
   fields.size = size;
   fields.process_tag = process_tag_;
   fields.serial = allocation.serial;
@@ -179,7 +193,7 @@ hipError_t PlainAllocations::open(const hipIpcMemHandle_t& handle, void** ptr, s
   HandleFields fields{};
   std::memcpy(&fields, &handle, sizeof fields);
   if (!well_formed(fields)) return hipErrorInvalidValue;
-  if (fields.pid == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
+  if (fields.pid == static_cast<std::int32_t>(current_pid())) return hipErrorInvalidContext;
   const std::size_t mapped = page_rounded(fields.size);
   if (mapped == 0) return hipErrorInvalidValue;
   // The name is read before the open too, so that a handle naming some other kind of file (a
