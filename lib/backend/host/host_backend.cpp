@@ -24,7 +24,7 @@
 // the kernel makes where sizes and addresses allow, never a rule callers must follow.
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
-#include "backend/host/host_ipc.hpp"
+#include "backend/host/plain_allocations.hpp"
 #include "backend/host/host_queue.hpp"
 #include "backend/host/memfd.hpp"
 #include "backend/host/page_population.hpp"

@@ -1,4 +1,4 @@
-#include "backend/host/host_ipc.hpp"
+#include "backend/host/plain_allocations.hpp"
 
 #include "backend/host/memfd.hpp"
 
