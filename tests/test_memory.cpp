@@ -4,11 +4,13 @@
 
 #include "support/books.hpp"
 #include "support/descriptors.hpp"
+#include "support/residency.hpp"
 
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +89,36 @@ TEST_CASE("hipMalloc: size 0 gives nullptr, and refused arguments") {
   REQUIRE(hipDeviceTotalMem(&total, 0) == hipSuccess);
   CHECK_REFUSED(hipMalloc(&ptr, total + (std::size_t{1} << 30)), hipErrorOutOfMemory);
   CHECK(ptr == reinterpret_cast<void*>(std::uintptr_t{0x1000}));
+}
+
+// As on a GPU, hipMalloc commits the memory: a shortage is its hipErrorOutOfMemory, not a signal at
+// some later first touch, and the first touch of each page costs no fault.
+TEST_CASE("host: hipMalloc commits every page and fills the page tables" * doctest::test_suite("host-only")) {
+  LeakCheck leaks;
+  constexpr std::size_t kPages = 256;
+  constexpr std::size_t kPage = 4096;
+  void* const ptr = malloc_device(kPages * kPage);
+  CHECK(test_support::resident_kib(ptr) == static_cast<long>(kPages * kPage / 1024));
+  const auto faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_minflt + usage.ru_majflt;
+  };
+  auto* const bytes = static_cast<volatile unsigned char*>(ptr);
+  const long before = faults();
+  unsigned sum = 0;
+  for (std::size_t page = 0; page < kPages; ++page) {
+    sum += bytes[page * kPage + 1];
+    bytes[page * kPage] = static_cast<unsigned char>(page);
+  }
+  const long touched = faults() - before;
+  CHECK(sum == 0);  // committed memory starts zeroed
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  CHECK(touched < 8);  // a handful at most (the loop's own stack or code), never one per page
+#else
+  (void)touched;  // sanitizers fault in their own shadow memory on a range's first touch
+#endif
+  CHECK(hipFree(ptr) == hipSuccess);
 }
 
 // The host backend holds a descriptor for each allocation. A program that meets its soft limit on

@@ -6,6 +6,7 @@
 
 #include "support/books.hpp"
 #include "support/descriptors.hpp"
+#include "support/residency.hpp"
 
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
@@ -1463,26 +1464,7 @@ TEST_CASE("host backend: a mapping is a shared view of the physical memory" * do
 
 TEST_SUITE_END();
 
-// Kilobytes of the mapping starting at `base` that have page-table entries (smaps "Rss"), or -1.
-long resident_kib(const void* base) {
-  std::FILE* smaps = std::fopen("/proc/self/smaps", "re");
-  if (smaps == nullptr) return -1;
-  char line[512];
-  bool inside = false;
-  long kib = -1;
-  while (std::fgets(line, sizeof line, smaps) != nullptr) {
-    unsigned long start = 0;
-    unsigned long end = 0;
-    if (std::sscanf(line, "%lx-%lx ", &start, &end) == 2 && std::strchr(line, ':') != nullptr &&
-        std::strncmp(line, "Rss:", 4) != 0) {
-      inside = start == reinterpret_cast<std::uintptr_t>(base);
-      continue;
-    }
-    if (inside && std::sscanf(line, "Rss: %ld kB", &kib) == 1) break;
-  }
-  std::fclose(smaps);
-  return kib;
-}
+using test_support::resident_kib;
 
 TEST_CASE("host backend: map fills the page tables, so neither reads nor writes fault after a grant" *
           doctest::test_suite("host-only")) {

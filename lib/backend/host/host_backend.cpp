@@ -132,28 +132,6 @@ std::string host_shmem_thp_setting() {
                                                                  : text.substr(open + 1, close - open - 1);
 }
 
-// Allocates every page of a new memfd by fallocate, for kernels without MADV_POPULATE_WRITE; 0, or
-// -1 with errno set. A signal may interrupt shmem's fallocate part-way: the pages it already has are
-// kept, so asking again finishes the job.
-int allocate_pages(int fd, std::size_t size) noexcept {
-  int result = 0;
-  do {
-    result = fallocate(fd, 0, 0, static_cast<off_t>(size));
-  } while (result != 0 && errno == EINTR);
-  return result;
-}
-
-std::atomic<bool> populate_unsupported{false};  // the kernel answered MADV_POPULATE_WRITE with EINVAL
-
-// Populates a read-write mapping; 0, or an errno. EINVAL (no MADV_POPULATE_WRITE) is remembered, so
-// later calls go straight to the older ways.
-int populate(void* at, std::size_t size) noexcept {
-  if (populate_unsupported.load(std::memory_order_relaxed)) return EINVAL;
-  const int error = host::populate_for_writing(at, size, host::population_threads());
-  if (error == EINVAL) populate_unsupported.store(true, std::memory_order_relaxed);
-  return error;
-}
-
 // The machine's memory: what each host device reports as its own.
 std::uint64_t physical_memory() noexcept {
   struct sysinfo info {};
@@ -278,7 +256,7 @@ class HostBackend final : public Backend {
     if (at == MAP_FAILED) return hipErrorMapFailed;
     // Only a kernel without MADV_POPULATE_WRITE needs the older way. Other failures (no memory for
     // page tables) leave the rest to faults: the memory itself was committed at create.
-    if (populate(va, size) == EINVAL) {
+    if (host::populate(va, size) == EINVAL) {
       at = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_of(handle), 0);
       if (at == MAP_FAILED) {
         (void)unmap(va, size);
@@ -424,12 +402,12 @@ class HostBackend final : public Backend {
   // With shmem_enabled "advise" the mapping is marked MADV_HUGEPAGE, so shmem allocates 2 MiB
   // pages where it can (the other settings need no asking).
   int commit(int fd, std::size_t size, void** parked) const noexcept {
-    if (!populate_unsupported.load(std::memory_order_relaxed)) {
+    if (host::populate_supported()) {
       void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       // No room for one more mapping (vm.max_map_count, or address space): commit without one.
-      if (at == MAP_FAILED) return allocate_pages(fd, size);
+      if (at == MAP_FAILED) return host::allocate_pages(fd, size);
       if (huge_pages_advised_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
-      const int error = populate(at, size);
+      const int error = host::populate(at, size);
       if (error == 0) {
         *parked = at;
         return 0;
@@ -440,7 +418,7 @@ class HostBackend final : public Backend {
         return -1;
       }
     }
-    return allocate_pages(fd, size);
+    return host::allocate_pages(fd, size);
   }
 
   // False where the table cannot grow: the caller unmaps the mapping, and map populates afresh.
@@ -479,10 +457,10 @@ class HostBackend final : public Backend {
   const bool queues_ = queues_requested();
   std::mutex memory_order_;
   std::vector<DeviceProperties> devices_;
-  host::PlainAllocations plain_allocations_{static_cast<std::size_t>(physical_memory())};
   std::mutex parked_mutex_;
   std::unordered_map<int, Parked> parked_;  // memfd -> its parked mapping, until the first map
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";
+  host::PlainAllocations plain_allocations_{static_cast<std::size_t>(physical_memory()), huge_pages_advised_};
   AddressArena arena_{kArenaShape, reserve_aligned,
                       [](std::uintptr_t base, std::size_t size) { munmap(reinterpret_cast<void*>(base), size); }};
 };

@@ -1,5 +1,6 @@
 #include "backend/host/page_population.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -72,6 +73,35 @@ int populate_for_writing(void* at, std::size_t size, unsigned threads) noexcept 
   for (std::size_t index = inline_from; index < parts; ++index) run_part(index);
   for (std::thread& helper : helpers) helper.join();
   return first_error.load();
+}
+
+int allocate_pages(int fd, std::size_t size) noexcept {
+  // A signal may interrupt shmem's fallocate part-way: the pages it already has are kept, so asking
+  // again finishes the job.
+  int result = 0;
+  do {
+    result = fallocate(fd, 0, 0, static_cast<off_t>(size));
+  } while (result != 0 && errno == EINTR);
+  return result;
+}
+
+namespace {
+std::atomic<bool> populate_unsupported{false};  // the kernel answered MADV_POPULATE_WRITE with EINVAL
+}  // namespace
+
+bool populate_supported() noexcept { return !populate_unsupported.load(std::memory_order_relaxed); }
+
+int populate(void* at, std::size_t size) noexcept {
+  if (!populate_supported()) return EINVAL;
+  const int error = populate_for_writing(at, size, population_threads());
+  if (error == EINVAL) populate_unsupported.store(true, std::memory_order_relaxed);
+  return error;
+}
+
+int commit_mapped(int fd, void* at, std::size_t size) noexcept {
+  const int error = populate(at, size);
+  if (error != EINVAL) return error;
+  return allocate_pages(fd, size) == 0 ? 0 : errno;
 }
 
 }  // namespace hipxx::backend::host

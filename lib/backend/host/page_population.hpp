@@ -19,4 +19,19 @@ namespace hipxx::backend::host {
 // Ranges under 16 MiB, or where a thread cannot be started, are populated on the calling thread.
 [[nodiscard]] int populate_for_writing(void* at, std::size_t size, unsigned threads) noexcept;
 
+// populate_for_writing over population_threads() threads; 0, or an errno. EINVAL (no
+// MADV_POPULATE_WRITE) is remembered, so later calls, and populate_supported, go straight to the
+// older ways.
+[[nodiscard]] int populate(void* at, std::size_t size) noexcept;
+[[nodiscard]] bool populate_supported() noexcept;
+
+// Allocates every page of a memfd by fallocate, for kernels without MADV_POPULATE_WRITE; 0, or -1
+// with errno set.
+[[nodiscard]] int allocate_pages(int fd, std::size_t size) noexcept;
+
+// Commits every page of memfd `fd` through `at`, a read-write shared mapping of all `size` bytes of
+// it: populated where the kernel can, else allocated by fallocate (and then faulted in as touched).
+// 0, or an errno: ENOMEM or ENOSPC where memory ran out.
+[[nodiscard]] int commit_mapped(int fd, void* at, std::size_t size) noexcept;
+
 }  // namespace hipxx::backend::host

@@ -1,6 +1,7 @@
 #include "backend/host/plain_allocations.hpp"
 
 #include "backend/host/memfd.hpp"
+#include "backend/host/page_population.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -103,6 +104,8 @@ pid_t current_pid() {
   return registered ? cached_pid.load(std::memory_order_relaxed) : getpid();
 }
 
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
 std::size_t page_size() {
   static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
@@ -122,7 +125,8 @@ hipError_t from_errno(int error) {
 
 }  // namespace
 
-PlainAllocations::PlainAllocations(std::size_t limit) : process_tag_{draw_process_tag()}, limit_{limit} {}
+PlainAllocations::PlainAllocations(std::size_t limit, bool advise_huge_pages)
+    : process_tag_{draw_process_tag()}, limit_{limit}, advise_huge_pages_{advise_huge_pages} {}
 
 hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
   const std::size_t mapped = page_rounded(size);
@@ -136,8 +140,14 @@ hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
       fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
     at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
-  const int error = errno;
   if (at == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    return from_errno(error);
+  }
+  if (advise_huge_pages_ && mapped >= kHugePage) (void)madvise(at, mapped, MADV_HUGEPAGE);
+  if (const int error = commit_mapped(fd, at, mapped); error != 0) {
+    munmap(at, mapped);
     ::close(fd);
     return from_errno(error);
   }

@@ -1,5 +1,7 @@
 // Plain device allocations (hipMalloc) of the host backend, and legacy IPC of them. Each allocation
-// is a memfd mapped shared from the start and held open, so an export moves nothing and waits for
+// is a memfd whose pages are committed at hipMalloc, as a GPU's are (a shortage is
+// hipErrorOutOfMemory there, not a SIGBUS at some later first touch), mapped shared from the start
+// and held open, so an export moves nothing and waits for
 // nothing: stores other threads or streams make at any time land in the one copy every process
 // sees. The 64-byte handle names the exporter's pid, the descriptor and the memfd's name (a number
 // drawn once per process and the allocation's serial); another process of the same user opens that
@@ -20,9 +22,10 @@ namespace hipxx::backend::host {
 
 class PlainAllocations {
  public:
-  // `limit`: the most one allocation may hold (the device's memory). A memfd's pages are allocated
-  // when first touched, so without it a request no device could meet would succeed here.
-  explicit PlainAllocations(std::size_t limit);
+  // `limit`: the most one allocation may hold (the device's memory); a larger one is refused before
+  // any page is committed. `advise_huge_pages`: shmem_enabled is "advise", so allocations of 2 MiB
+  // and more are marked MADV_HUGEPAGE before their pages are committed.
+  PlainAllocations(std::size_t limit, bool advise_huge_pages);
   PlainAllocations(const PlainAllocations&) = delete;
   PlainAllocations& operator=(const PlainAllocations&) = delete;
   PlainAllocations(PlainAllocations&&) = delete;
@@ -45,6 +48,7 @@ class PlainAllocations {
 
   const std::uint64_t process_tag_;
   const std::size_t limit_;
+  const bool advise_huge_pages_;
   std::atomic<std::uint64_t> next_serial_{1};
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Allocation> allocations_;
