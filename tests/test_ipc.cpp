@@ -170,7 +170,7 @@ std::vector<std::string> allocation_links_of(pid_t pid) {
   REQUIRE(directory != nullptr);
   while (dirent const* entry = readdir(directory)) {
     std::array<char, 512> target{};
-    std::string const path = directory_path + "/" + entry->d_name;
+    std::string const path = directory_path + "/" + static_cast<char const*>(entry->d_name);
     ssize_t const length = readlink(path.c_str(), target.data(), target.size() - 1);
     if (length <= 0) continue;
     std::string const link{target.data(), static_cast<std::size_t>(length)};
