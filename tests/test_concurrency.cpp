@@ -8,11 +8,13 @@
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -373,6 +375,56 @@ TEST_CASE("retain and release racing on one mapped allocation keep the count exa
   CHECK(hipMemUnmap(base, 2 * g) == hipSuccess);
   CHECK(books().allocations == 0);
   CHECK(hipMemAddressFree(base, 2 * g) == hipSuccess);
+  CHECK(books() == kZero);
+  (void)hipGetLastError();
+}
+
+TEST_CASE("legacy IPC exports racing with hipFree and new allocations: a handle or a clean refusal") {
+  REQUIRE(books() == kZero);
+  constexpr std::size_t kSize = 64 * 1024;
+  constexpr int kWorkers = 4;
+  constexpr int kRounds = 60;
+  // One allocation every thread exports and none frees: every export gives the same 64 bytes.
+  void* stable = nullptr;
+  REQUIRE(hipMalloc(&stable, kSize) == hipSuccess);
+  hipIpcMemHandle_t expected{};
+  REQUIRE(hipIpcGetMemHandle(&expected, stable) == hipSuccess);
+  // One slot per thread, which that thread frees and allocates afresh while the next thread exports
+  // whatever pointer the slot holds at that moment.
+  std::array<std::atomic<void*>, kWorkers> slots{};
+  for (std::atomic<void*>& slot : slots) {
+    void* ptr = nullptr;
+    REQUIRE(hipMalloc(&ptr, kSize) == hipSuccess);
+    slot.store(ptr);
+  }
+  Failures failures;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWorkers; ++t) {
+    threads.emplace_back([&, t] {
+      std::atomic<void*>& own = slots[static_cast<std::size_t>(t)];
+      std::atomic<void*>& neighbour = slots[static_cast<std::size_t>((t + 1) % kWorkers)];
+      for (int round = 0; round < kRounds; ++round) {
+        hipIpcMemHandle_t handle{};
+        EXPECT_CALL(failures, hipIpcGetMemHandle(&handle, stable), hipSuccess);
+        if (std::memcmp(&handle, &expected, sizeof handle) != 0) failures.add("a second export gave other bytes");
+        // The neighbour's pointer may be freed under this export: success, or the refusal an
+        // unknown pointer gets, and nothing else.
+        const hipError_t raced = hipIpcGetMemHandle(&handle, neighbour.load());
+        if (raced != hipSuccess && raced != hipErrorInvalidValue) {
+          failures.add(std::string{"an export racing with hipFree returned "} + hipGetErrorName(raced));
+        }
+        void* old = own.exchange(nullptr);
+        EXPECT_CALL(failures, hipFree(old), hipSuccess);
+        void* fresh = nullptr;
+        EXPECT_CALL(failures, hipMalloc(&fresh, kSize), hipSuccess);
+        own.store(fresh);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  failures.report();
+  for (std::atomic<void*>& slot : slots) CHECK(hipFree(slot.load()) == hipSuccess);
+  CHECK(hipFree(stable) == hipSuccess);
   CHECK(books() == kZero);
   (void)hipGetLastError();
 }
