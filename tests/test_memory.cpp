@@ -16,8 +16,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <ostream>
+#include <string>
 #include <vector>
 
 using test_support::books;
@@ -119,6 +123,42 @@ TEST_CASE("host: hipMalloc commits every page and fills the page tables" * docte
   (void)touched;  // sanitizers fault in their own shadow memory on a range's first touch
 #endif
   CHECK(hipFree(ptr) == hipSuccess);
+}
+
+// Each step of a plain allocation can fail on its own (the memfd, its size and seals, the mapping,
+// the commit); whichever fails, the call is hipErrorOutOfMemory and leaves no descriptor, mapping or
+// entry in the books behind. Here the mapping fails: the child has address space for 16 MiB more.
+TEST_CASE("host: a hipMalloc with no address space left is hipErrorOutOfMemory and leaves nothing behind" *
+          doctest::test_suite("host-only")) {
+  constexpr std::size_t kBig = std::size_t{32} << 20;
+  constexpr std::size_t kSmall = std::size_t{4} << 20;
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    long size_kib = 0;
+    std::ifstream status{"/proc/self/status"};
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) size_kib = std::strtol(line.c_str() + 7, nullptr, 10);
+    }
+    const std::size_t descriptors = test_support::open_fd_count();
+    const hipxxBookCounts before = books();
+    const rlim_t limit = static_cast<rlim_t>(size_kib) * 1024 + (std::size_t{16} << 20);
+    const rlimit lowered{limit, limit};
+    if (size_kib == 0 || setrlimit(RLIMIT_AS, &lowered) != 0) _exit(10);
+    void* ptr = nullptr;
+    if (hipMalloc(&ptr, kBig) != hipErrorOutOfMemory || ptr != nullptr) _exit(11);
+    if (test_support::open_fd_count() != descriptors || !(books() == before)) _exit(12);
+    if (hipMalloc(&ptr, kSmall) != hipSuccess) _exit(13);  // what fits is still given
+    if (static_cast<const volatile unsigned char*>(ptr)[kSmall - 1] != 0) _exit(14);
+    if (hipFree(ptr) != hipSuccess) _exit(15);
+    if (test_support::open_fd_count() != descriptors || !(books() == before)) _exit(16);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 // The host backend holds a descriptor for each allocation. A program that meets its soft limit on
