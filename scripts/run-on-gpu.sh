@@ -62,5 +62,6 @@ done
 run gpu-kernel-check "$build/tests/gpu/gpu-kernel-check"
 run example-legacy-vmm "$build/examples/legacy_vmm"
 run example-two-process-share "$build/examples/two_process_share"
+run example-legacy-ipc "$build/examples/legacy_ipc"
 run example-growable-array "$build/examples/growable_array"
 echo "$passed passed, $failed failed"
