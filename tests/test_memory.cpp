@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -136,16 +135,9 @@ TEST_CASE("host: a hipMalloc with no address space left is hipErrorOutOfMemory a
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    long size_kib = 0;
-    std::ifstream status{"/proc/self/status"};
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("VmSize:", 0) == 0) size_kib = std::strtol(line.c_str() + 7, nullptr, 10);
-    }
     const std::size_t descriptors = test_support::open_fd_count();
     const hipxxBookCounts before = books();
-    const rlim_t limit = static_cast<rlim_t>(size_kib) * 1024 + (std::size_t{16} << 20);
-    const rlimit lowered{limit, limit};
-    if (size_kib == 0 || setrlimit(RLIMIT_AS, &lowered) != 0) _exit(10);
+    if (!test_support::limit_address_space(std::size_t{16} << 20)) _exit(10);
     void* ptr = nullptr;
     if (hipMalloc(&ptr, kBig) != hipErrorOutOfMemory || ptr != nullptr) _exit(11);
     if (test_support::open_fd_count() != descriptors || !(books() == before)) _exit(12);

@@ -1571,14 +1571,7 @@ TEST_CASE("host backend: with no room for create's populating mapping, create co
   if (pid == 0) {
     // Address space for 16 MiB more than the child has: create's 32 MiB mapping cannot be made, while
     // the arena's reservation and the map (which replaces part of it) need none.
-    long size_kib = 0;
-    std::ifstream status{"/proc/self/status"};
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("VmSize:", 0) == 0) size_kib = std::strtol(line.c_str() + 7, nullptr, 10);
-    }
-    const rlim_t limit = static_cast<rlim_t>(size_kib) * 1024 + (std::size_t{16} << 20);
-    const rlimit lowered{limit, limit};
-    if (size_kib == 0 || setrlimit(RLIMIT_AS, &lowered) != 0) _exit(10);
+    if (!test_support::limit_address_space(std::size_t{16} << 20)) _exit(10);
     hipMemAllocationProp prop{};
     prop.type = hipMemAllocationTypePinned;
     prop.location = {hipMemLocationTypeDevice, 0};
