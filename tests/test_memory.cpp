@@ -9,12 +9,21 @@
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -122,6 +131,65 @@ TEST_CASE("host: hipMalloc commits every page and fills the page tables" * docte
   (void)touched;  // sanitizers fault in their own shadow memory on a range's first touch
 #endif
   CHECK(hipFree(ptr) == hipSuccess);
+}
+
+// Before Linux 5.14 the kernel answers MADV_POPULATE_WRITE with EINVAL, and the host backend commits
+// with fallocate and fills the page tables with MAP_POPULATE instead. A child whose seccomp filter
+// gives that answer takes that way: the first allocation finds out, and from then on every
+// hipMalloc, and every map of hipMemCreate memory, still arrives committed and in the page tables.
+TEST_CASE("host: where the kernel lacks MADV_POPULATE_WRITE, memory is still committed and mapped in" *
+          doctest::test_suite("host-only")) {
+  constexpr std::size_t kPage = 4096;
+  constexpr std::size_t kBytes = 256 * kPage;
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::array<sock_filter, 9> filter{{
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])),  // the advice's low half
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 23 /* MADV_POPULATE_WRITE */, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    }};
+    const sock_fprog program{.len = static_cast<unsigned short>(filter.size()), .filter = filter.data()};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) _exit(11);
+    void* const probe = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED || madvise(probe, kPage, 23) == 0 || errno != EINVAL) _exit(23);  // the filter holds
+    munmap(probe, kPage);
+    void* first = nullptr;  // finds out; committed by fallocate, its tables filled by first touches
+    if (hipMalloc(&first, kPage) != hipSuccess) _exit(12);
+    void* ptr = nullptr;
+    if (hipMalloc(&ptr, kBytes) != hipSuccess) _exit(13);
+    if (test_support::resident_kib(ptr) != static_cast<long>(kBytes / 1024)) _exit(14);
+    const auto* bytes = static_cast<const volatile unsigned char*>(ptr);
+    for (std::size_t offset = 0; offset < kBytes; offset += kPage) {
+      if (bytes[offset] != 0) _exit(15);
+    }
+    if (hipFree(ptr) != hipSuccess || hipFree(first) != hipSuccess) _exit(16);
+
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location = {hipMemLocationTypeDevice, 0};
+    hipMemGenericAllocationHandle_t handle{};
+    void* base = nullptr;
+    if (hipMemCreate(&handle, kBytes, &prop, 0) != hipSuccess) _exit(17);
+    if (hipMemAddressReserve(&base, kBytes, 0, nullptr, 0) != hipSuccess) _exit(18);
+    if (hipMemMap(base, kBytes, 0, handle, 0) != hipSuccess) _exit(19);
+    if (test_support::resident_kib(base) != static_cast<long>(kBytes / 1024)) _exit(20);
+    if (hipMemUnmap(base, kBytes) != hipSuccess || hipMemRelease(handle) != hipSuccess) _exit(21);
+    if (hipMemAddressFree(base, kBytes) != hipSuccess) _exit(22);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 // Each step of a plain allocation can fail on its own (the memfd, its size and seals, the mapping,

@@ -136,19 +136,15 @@ hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
   const int fd = create_memfd(memfd_name(process_tag_, serial).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return from_errno(errno);
   // Sealed at its size, so that no importer can shrink the file under the exporter's mapping.
-  void* at = MAP_FAILED;
-  if (ftruncate(fd, static_cast<off_t>(mapped)) == 0 &&
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
-    at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* at = nullptr;
+  int error = 0;
+  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    error = errno;
+  } else {
+    error = map_committed(fd, mapped, &at);
   }
-  if (at == MAP_FAILED) {
-    const int error = errno;
-    ::close(fd);
-    return from_errno(error);
-  }
-  if (advise_huge_pages_ && mapped >= kHugePage) (void)madvise(at, mapped, MADV_HUGEPAGE);
-  if (const int error = commit_mapped(fd, at, mapped); error != 0) {
-    munmap(at, mapped);
+  if (error != 0) {
     ::close(fd);
     return from_errno(error);
   }
@@ -162,6 +158,25 @@ hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
   }
   *out = at;
   return hipSuccess;
+}
+
+int PlainAllocations::map_committed(int fd, std::size_t size, void** out) const {
+  if (!populate_supported()) {
+    if (allocate_pages(fd, size) != 0) return errno;
+    void* const at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (at == MAP_FAILED) return errno;
+    *out = at;
+    return 0;
+  }
+  void* const at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED) return errno;
+  if (advise_huge_pages_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
+  if (const int error = commit_mapped(fd, at, size); error != 0) {
+    munmap(at, size);
+    return error;
+  }
+  *out = at;
+  return 0;
 }
 
 bool PlainAllocations::release(void* ptr, std::size_t size) {

@@ -46,6 +46,11 @@ class PlainAllocations {
     std::uint64_t serial = 0;
   };
 
+  // Maps all `size` bytes of memfd `fd` read-write, every page committed and in the page tables:
+  // populated through the mapping where the kernel can (MADV_POPULATE_WRITE), else allocated by
+  // fallocate and mapped with MAP_POPULATE. 0, or an errno.
+  [[nodiscard]] int map_committed(int fd, std::size_t size, void** out) const;
+
   const std::uint64_t process_tag_;
   const std::size_t limit_;
   const bool advise_huge_pages_;
