@@ -114,8 +114,6 @@ int fd_of(PhysicalHandle handle) noexcept { return static_cast<int>(handle.value
 
 bool may_be_parked(PhysicalHandle handle) noexcept { return (handle.value & kMayBeParked) != 0; }
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
 // The bracketed word of /sys/kernel/mm/transparent_hugepage/shmem_enabled ("never", "advise", ...),
 // or "" where the kernel has no such file (no transparent huge pages).
 std::string host_shmem_thp_setting() {
@@ -197,7 +195,8 @@ class HostBackend final : public Backend {
     const int fd = host::create_memfd("hipxx-physical", MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
     void* parked = nullptr;
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || commit(fd, size, &parked) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        host::commit_pages(fd, size, huge_pages_advised_, &parked) != 0) {
       const int error = errno;
       close(fd);
       return from_errno(error);
@@ -395,31 +394,6 @@ class HostBackend final : public Backend {
     void* at = nullptr;
     std::size_t size = 0;
   };
-
-  // Commits a new memfd's pages; 0, or -1 with errno set. Where the kernel can, it populates them
-  // through a new read-write mapping (`*parked`), which commits and fills the page tables in one
-  // pass that several threads share; else fallocate commits them and map fills the tables.
-  // With shmem_enabled "advise" the mapping is marked MADV_HUGEPAGE, so shmem allocates 2 MiB
-  // pages where it can (the other settings need no asking).
-  int commit(int fd, std::size_t size, void** parked) const noexcept {
-    if (host::populate_supported()) {
-      void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      // No room for one more mapping (vm.max_map_count, or address space): commit without one.
-      if (at == MAP_FAILED) return host::allocate_pages(fd, size);
-      if (huge_pages_advised_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
-      const int error = host::populate(at, size);
-      if (error == 0) {
-        *parked = at;
-        return 0;
-      }
-      munmap(at, size);
-      if (error != EINVAL) {
-        errno = error;
-        return -1;
-      }
-    }
-    return host::allocate_pages(fd, size);
-  }
 
   // False where the table cannot grow: the caller unmaps the mapping, and map populates afresh.
   bool park(int fd, void* at, std::size_t size) noexcept {

@@ -75,9 +75,11 @@ int populate_for_writing(void* at, std::size_t size, unsigned threads) noexcept 
   return first_error.load();
 }
 
+namespace {
+
+// Allocates every page of a memfd by fallocate; 0, or -1 with errno set. A signal may interrupt
+// shmem's fallocate part-way: the pages it already has are kept, so asking again finishes the job.
 int allocate_pages(int fd, std::size_t size) noexcept {
-  // A signal may interrupt shmem's fallocate part-way: the pages it already has are kept, so asking
-  // again finishes the job.
   int result = 0;
   do {
     result = fallocate(fd, 0, 0, static_cast<off_t>(size));
@@ -85,11 +87,11 @@ int allocate_pages(int fd, std::size_t size) noexcept {
   return result;
 }
 
-namespace {
 std::atomic<bool> populate_unsupported{false};  // the kernel answered MADV_POPULATE_WRITE with EINVAL
-}  // namespace
 
 bool populate_supported() noexcept { return !populate_unsupported.load(std::memory_order_relaxed); }
+
+}  // namespace
 
 int populate(void* at, std::size_t size) noexcept {
   if (!populate_supported()) return EINVAL;
@@ -98,10 +100,25 @@ int populate(void* at, std::size_t size) noexcept {
   return error;
 }
 
-int commit_mapped(int fd, void* at, std::size_t size) noexcept {
-  const int error = populate(at, size);
-  if (error != EINVAL) return error;
-  return allocate_pages(fd, size) == 0 ? 0 : errno;
+int commit_pages(int fd, std::size_t size, bool advise_huge_pages, void** mapping) noexcept {
+  *mapping = nullptr;
+  if (populate_supported()) {
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // No room for one more mapping (vm.max_map_count, or address space): commit without one.
+    if (at == MAP_FAILED) return allocate_pages(fd, size);
+    if (advise_huge_pages && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
+    const int error = populate(at, size);
+    if (error == 0) {
+      *mapping = at;
+      return 0;
+    }
+    munmap(at, size);
+    if (error != EINVAL) {
+      errno = error;
+      return -1;
+    }
+  }
+  return allocate_pages(fd, size);
 }
 
 }  // namespace hipxx::backend::host

@@ -20,18 +20,16 @@ namespace hipxx::backend::host {
 [[nodiscard]] int populate_for_writing(void* at, std::size_t size, unsigned threads) noexcept;
 
 // populate_for_writing over population_threads() threads; 0, or an errno. EINVAL (no
-// MADV_POPULATE_WRITE) is remembered, so later calls, and populate_supported, go straight to the
-// older ways.
+// MADV_POPULATE_WRITE) is remembered, so later calls, and commit_pages, go straight to the older
+// ways.
 [[nodiscard]] int populate(void* at, std::size_t size) noexcept;
-[[nodiscard]] bool populate_supported() noexcept;
 
-// Allocates every page of a memfd by fallocate, for kernels without MADV_POPULATE_WRITE; 0, or -1
-// with errno set.
-[[nodiscard]] int allocate_pages(int fd, std::size_t size) noexcept;
-
-// Commits every page of memfd `fd` through `at`, a read-write shared mapping of all `size` bytes of
-// it: populated where the kernel can, else allocated by fallocate (and then faulted in as touched).
-// 0, or an errno: ENOMEM or ENOSPC where memory ran out.
-[[nodiscard]] int commit_mapped(int fd, void* at, std::size_t size) noexcept;
+// Commits every page of a new memfd of `size` bytes; 0, or -1 with errno set. Where the kernel can,
+// it populates them through a new read-write shared mapping, left in `*mapping`, which commits and
+// fills the page tables in one pass that several threads share; else (no MADV_POPULATE_WRITE, or no
+// room for one more mapping) fallocate commits them and `*mapping` is null. `advise_huge_pages`
+// (shmem_enabled "advise") marks the mapping MADV_HUGEPAGE first, so shmem allocates 2 MiB pages
+// where it can; the other settings need no asking.
+[[nodiscard]] int commit_pages(int fd, std::size_t size, bool advise_huge_pages, void** mapping) noexcept;
 
 }  // namespace hipxx::backend::host

@@ -104,8 +104,6 @@ pid_t current_pid() {
   return registered ? cached_pid.load(std::memory_order_relaxed) : getpid();
 }
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
 std::size_t page_size() {
   static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
@@ -161,19 +159,11 @@ hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
 }
 
 int PlainAllocations::map_committed(int fd, std::size_t size, void** out) const {
-  if (!populate_supported()) {
-    if (allocate_pages(fd, size) != 0) return errno;
-    void* const at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* at = nullptr;
+  if (commit_pages(fd, size, advise_huge_pages_, &at) != 0) return errno;
+  if (at == nullptr) {  // committed without a populated mapping: map it with its tables filled
+    at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (at == MAP_FAILED) return errno;
-    *out = at;
-    return 0;
-  }
-  void* const at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (at == MAP_FAILED) return errno;
-  if (advise_huge_pages_ && size >= kHugePage) (void)madvise(at, size, MADV_HUGEPAGE);
-  if (const int error = commit_mapped(fd, at, size); error != 0) {
-    munmap(at, size);
-    return error;
   }
   *out = at;
   return 0;

@@ -47,8 +47,8 @@ class PlainAllocations {
   };
 
   // Maps all `size` bytes of memfd `fd` read-write, every page committed and in the page tables:
-  // populated through the mapping where the kernel can (MADV_POPULATE_WRITE), else allocated by
-  // fallocate and mapped with MAP_POPULATE. 0, or an errno.
+  // populated through the mapping where the kernel can (commit_pages), else allocated by fallocate
+  // and mapped with MAP_POPULATE. 0, or an errno.
   [[nodiscard]] int map_committed(int fd, std::size_t size, void** out) const;
 
   const std::uint64_t process_tag_;
