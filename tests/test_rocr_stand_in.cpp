@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX declares it nowhere
@@ -262,6 +263,42 @@ hsa_amd_ipc_memory_t from_words(std::istringstream& text) {
   return handle;
 }
 
+// Waits (10 s at most, so that a handler that is never called fails its case rather than hangs it)
+// until `signal` reads `value`; returns what it read last.
+hsa_signal_value_t wait_for(hsa_signal_t signal, hsa_signal_value_t value) {
+  return hsa().hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_EQ, value, 10'000'000'000,
+                                         HSA_WAIT_STATE_BLOCKED);
+}
+
+bool ignore_call(hsa_signal_value_t /*value*/, void* /*arg*/) { return false; }
+
+// What a signal handler saw: written on the handler thread, read by the test once the handler has
+// stored `done` (to the number of its calls), which orders the two.
+struct HandlerLog {
+  hsa_signal_t done{};
+  std::vector<hsa_signal_value_t> values{};
+  std::vector<std::thread::id> threads{};
+};
+
+bool log_call(hsa_signal_value_t value, void* arg) {
+  auto& log = *static_cast<HandlerLog*>(arg);
+  log.values.push_back(value);
+  log.threads.push_back(std::this_thread::get_id());
+  hsa().hsa_signal_store_screlease(log.done, static_cast<hsa_signal_value_t>(log.values.size()));
+  return false;
+}
+
+// Returns once every handler call that was due has returned: the handler thread calls one handler at a
+// time, the earliest registered first, so a handler registered now on a condition that holds runs last.
+void drain_handlers() {
+  const Signal met{0};
+  const Signal done{0};
+  HandlerLog log{.done = done.handle};
+  REQUIRE(hsa().hsa_amd_signal_async_handler(met.handle, HSA_SIGNAL_CONDITION_EQ, 0, log_call, &log) ==
+          HSA_STATUS_SUCCESS);
+  REQUIRE(wait_for(done.handle, 1) == 1);
+}
+
 constexpr std::string_view kParentWords = "written by the parent";
 constexpr std::string_view kChildWords = "written by the child";
 
@@ -270,6 +307,8 @@ constexpr std::string_view kChildWords = "written by the child";
 TEST_CASE("calls before hsa_init are refused, and hsa_init and hsa_shut_down are counted") {
   void* va = nullptr;
   CHECK(hsa().hsa_amd_vmem_address_reserve(&va, page(), 0, 0) == HSA_STATUS_ERROR_NOT_INITIALIZED);
+  CHECK(hsa().hsa_amd_signal_async_handler(hsa_signal_t{1}, HSA_SIGNAL_CONDITION_EQ, 0, ignore_call, nullptr) ==
+        HSA_STATUS_ERROR_NOT_INITIALIZED);
   CHECK(hsa().hsa_shut_down() == HSA_STATUS_ERROR_NOT_INITIALIZED);
   REQUIRE(hsa().hsa_init() == HSA_STATUS_SUCCESS);
   REQUIRE(hsa().hsa_init() == HSA_STATUS_SUCCESS);
@@ -585,6 +624,131 @@ TEST_CASE("signals: conditions, timeouts, and destroy's codes") {
   CHECK(hsa().hsa_signal_destroy(hsa_signal_t{42}) == HSA_STATUS_ERROR_INVALID_SIGNAL);
 }
 
+TEST_CASE("signal handlers run on the runtime's thread once their condition holds, and may call the runtime") {
+  const Session session;
+  const Signal done{0};
+  HandlerLog log{.done = done.handle};
+  CHECK(hsa().hsa_amd_signal_async_handler(hsa_signal_t{0}, HSA_SIGNAL_CONDITION_EQ, 0, log_call, &log) ==
+        HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  CHECK(hsa().hsa_amd_signal_async_handler(done.handle, HSA_SIGNAL_CONDITION_EQ, 0, nullptr, &log) ==
+        HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  CHECK(hsa().hsa_amd_signal_async_handler(done.handle, static_cast<hsa_signal_condition_t>(4), 0, log_call, &log) ==
+        HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  CHECK(hsa().hsa_amd_signal_async_handler(hsa_signal_t{42}, HSA_SIGNAL_CONDITION_EQ, 0, log_call, &log) ==
+        HSA_STATUS_ERROR_INVALID_SIGNAL);
+
+  // A condition that holds at registration: the handler runs all the same, on the runtime's thread.
+  const Signal met{3};
+  REQUIRE(hsa().hsa_amd_signal_async_handler(met.handle, HSA_SIGNAL_CONDITION_GTE, 3, log_call, &log) ==
+          HSA_STATUS_SUCCESS);
+  CHECK(wait_for(done.handle, 1) == 1);
+  CHECK(log.values == std::vector<hsa_signal_value_t>{3});
+  CHECK(log.threads.at(0) != std::this_thread::get_id());
+
+  // One that holds only later: not called before the store that meets it, then with the value stored.
+  const Signal later{0};
+  REQUIRE(hsa().hsa_amd_signal_async_handler(later.handle, HSA_SIGNAL_CONDITION_LT, -1, log_call, &log) ==
+          HSA_STATUS_SUCCESS);
+  drain_handlers();
+  CHECK(log.values.size() == 1);
+  hsa().hsa_signal_store_screlease(later.handle, -5);
+  CHECK(wait_for(done.handle, 2) == 2);
+  CHECK(log.values == std::vector<hsa_signal_value_t>{3, -5});
+
+  // A handler is called without the runtime's lock: it may register another handler.
+  const auto register_log_call = [](hsa_signal_value_t value, void* arg) {
+    auto& again = *static_cast<std::pair<hsa_signal_t, HandlerLog*>*>(arg);
+    CHECK(value == 3);
+    CHECK(hsa().hsa_amd_signal_async_handler(again.first, HSA_SIGNAL_CONDITION_EQ, 3, log_call, again.second) ==
+          HSA_STATUS_SUCCESS);
+    return false;
+  };
+  std::pair<hsa_signal_t, HandlerLog*> again{met.handle, &log};
+  REQUIRE(hsa().hsa_amd_signal_async_handler(met.handle, HSA_SIGNAL_CONDITION_NE, 0, register_log_call, &again) ==
+          HSA_STATUS_SUCCESS);
+  CHECK(wait_for(done.handle, 3) == 3);
+  CHECK(log.values == std::vector<hsa_signal_value_t>{3, -5, 3});
+  CHECK(log.threads.at(2) == log.threads.at(0));
+}
+
+TEST_CASE("a signal handler that returns true is called again each time its condition holds again") {
+  const Session session;
+  const Signal signal{0};
+  const Signal done{0};
+  // Takes the value it is called for (stores 0, so that its condition no longer holds), logs it, and
+  // stays registered for one more call.
+  struct Taker {
+    hsa_signal_t signal{};
+    HandlerLog log;
+  };
+  const auto take = [](hsa_signal_value_t value, void* arg) {
+    auto& taker = *static_cast<Taker*>(arg);
+    hsa().hsa_signal_store_screlease(taker.signal, 0);
+    log_call(value, &taker.log);
+    return taker.log.values.size() < 2;
+  };
+  Taker taker{.signal = signal.handle, .log = {.done = done.handle}};
+  REQUIRE(hsa().hsa_amd_signal_async_handler(signal.handle, HSA_SIGNAL_CONDITION_NE, 0, take, &taker) ==
+          HSA_STATUS_SUCCESS);
+  hsa().hsa_signal_store_screlease(signal.handle, 5);
+  CHECK(wait_for(done.handle, 1) == 1);
+  CHECK(signal.value() == 0);
+  hsa().hsa_signal_store_screlease(signal.handle, 7);
+  CHECK(wait_for(done.handle, 2) == 2);
+  CHECK(taker.log.values == std::vector<hsa_signal_value_t>{5, 7});
+
+  // The second call returned false: the handler is gone, and holds the signal no more (destroyed below).
+  hsa().hsa_signal_store_screlease(signal.handle, 9);
+  drain_handlers();
+  CHECK(taker.log.values.size() == 2);
+  CHECK(signal.value() == 9);
+}
+
+TEST_CASE("a registered handler holds its signal; the last hsa_shut_down waits for a running one, drops the rest") {
+  // As for a queued copy, destroying the signal stops the process.
+  CHECK(run_peer("destroy-handled-signal") == 128 + SIGABRT);
+
+  struct Slow {
+    hsa_signal_t signal{};
+    std::atomic<bool> started{false};
+    std::atomic<bool> finished{false};
+    std::atomic<bool> dropped_called{false};
+  } slow;
+  {
+    const Session session;
+    // Both left to hsa_shut_down, which releases every signal.
+    hsa_signal_t dropped{};
+    REQUIRE(hsa().hsa_signal_create(0, 0, nullptr, &slow.signal) == HSA_STATUS_SUCCESS);
+    REQUIRE(hsa().hsa_signal_create(0, 0, nullptr, &dropped) == HSA_STATUS_SUCCESS);
+    const auto slow_call = [](hsa_signal_value_t /*value*/, void* arg) {
+      auto& called = *static_cast<Slow*>(arg);
+      called.started = true;
+      std::this_thread::sleep_for(100ms);
+      // hsa_shut_down has begun meanwhile; the signals go only once this call returns.
+      hsa().hsa_signal_store_screlease(called.signal, 1);
+      called.finished = true;
+      return false;
+    };
+    const auto dropped_call = [](hsa_signal_value_t /*value*/, void* arg) {
+      static_cast<Slow*>(arg)->dropped_called = true;
+      return false;
+    };
+    REQUIRE(hsa().hsa_amd_signal_async_handler(slow.signal, HSA_SIGNAL_CONDITION_EQ, 0, slow_call, &slow) ==
+            HSA_STATUS_SUCCESS);
+    REQUIRE(hsa().hsa_amd_signal_async_handler(dropped, HSA_SIGNAL_CONDITION_NE, 0, dropped_call, &slow) ==
+            HSA_STATUS_SUCCESS);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!slow.started && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    REQUIRE(slow.started);
+  }  // the last hsa_shut_down, while slow_call sleeps
+  CHECK(slow.finished);
+  CHECK_FALSE(slow.dropped_called);
+
+  // The next session starts a handler thread of its own.
+  const Session session;
+  drain_handlers();
+}
+
 TEST_CASE("pool allocations: the documented codes, device memory out of the host's reach, and fills") {
   const Session session;
   const hsa_amd_memory_pool_t pool = session.gpu_pools[0];
@@ -807,7 +971,9 @@ TEST_CASE("stand-in peer" * doctest::skip()) {
   const Session session;
   // The abort cases end by SIGABRT itself: doctest's crash report, which would run in the signal
   // handler (ThreadSanitizer rightly objects to that), is not wanted here.
-  if (what == "free-while-copying" || what == "refused-copy") std::signal(SIGABRT, SIG_DFL);
+  if (what == "free-while-copying" || what == "refused-copy" || what == "destroy-handled-signal") {
+    std::signal(SIGABRT, SIG_DFL);
+  }
 
   if (what == "import") {
     hsa_amd_vmem_alloc_handle_t handle{};
@@ -841,6 +1007,13 @@ TEST_CASE("stand-in peer" * doctest::skip()) {
                                             done.handle) == HSA_STATUS_SUCCESS);
     hsa().hsa_amd_memory_pool_free(device);  // aborts: the copy waits on the gate
     FAIL("freeing memory that a queued copy uses did not stop the process");
+  } else if (what == "destroy-handled-signal") {
+    hsa_signal_t signal{};
+    REQUIRE(hsa().hsa_signal_create(1, 0, nullptr, &signal) == HSA_STATUS_SUCCESS);
+    REQUIRE(hsa().hsa_amd_signal_async_handler(signal, HSA_SIGNAL_CONDITION_EQ, 0, ignore_call, nullptr) ==
+            HSA_STATUS_SUCCESS);
+    hsa().hsa_signal_destroy(signal);  // aborts: the handler still waits on it
+    FAIL("destroying a signal with a registered handler did not stop the process");
   } else if (what == "refused-copy") {
     std::vector<std::byte> pageable(page());
     void* device = allocate(session.gpu_pools[0], page());

@@ -14,6 +14,10 @@
 //   copies   hsa_amd_memory_async_copy checks both ranges, then runs on a worker thread once its
 //            dependency signals read 0 (after HIPXX_STAND_IN_COPY_DELAY_US, default 200, so that a
 //            backend that does not wait for the completion signal sees stale memory).
+//   handlers hsa_amd_signal_async_handler's handlers are called on a thread of the stand-in's own,
+//            one at a time and without its lock (a handler may call any entry point), once their
+//            signal meets their condition; the last hsa_shut_down waits for the current call and
+//            drops (with a line on stderr) the handlers still registered.
 //   errors   a refused call returns ROCr's code; copies also write a line to stderr. Breaches that
 //            ROCr has no error code for (freeing memory an operation still uses, an unknown signal
 //            in a call that returns no status) write a line and abort. HIPXX_STAND_IN_ABORT=1 makes
@@ -215,8 +219,9 @@ hsa_status_t hsa_shut_down() {
   std::unique_lock lock{s.mutex};
   if (s.opened == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
   if (--s.opened > 0) return HSA_STATUS_SUCCESS;
+  stop_handlers(lock);
   stop_worker(lock);
-  // Another thread may have opened the runtime again while the worker stopped.
+  // Another thread may have opened the runtime again while the threads stopped.
   if (s.opened == 0) release_all(s);
   return HSA_STATUS_SUCCESS;
 }

@@ -4,6 +4,8 @@
 
 #include "backend/rocr/hsa_runtime.hpp"
 
+#include <pthread.h>
+
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -169,7 +171,7 @@ class SvmBook {
 
 struct Signal {
   hsa_signal_value_t value = 0;
-  int users = 0;  // queued operations and waiting threads
+  int users = 0;  // queued operations, waiting threads and registered handlers
 };
 
 // One asynchronous operation: runs once every dependency signal reads 0, then decrements completion.
@@ -182,11 +184,34 @@ struct Job {
   std::function<void()> finish;  // runs under the lock, after work; may be empty
 };
 
+// One hsa_amd_signal_async_handler registration: function(value, arg) once `signal` meets `condition`
+// against `compare`. While its call runs it is in no list and no user of the signal: a handler that
+// returns false is done with the signal the moment it returns, so that a thread it wakes may destroy the
+// signal at once; one that returns true on a signal destroyed meanwhile stops the process.
+struct Handler {
+  std::uint64_t handle = 0;
+  std::shared_ptr<Signal> signal;
+  hsa_signal_condition_t condition = HSA_SIGNAL_CONDITION_EQ;
+  hsa_signal_value_t compare = 0;
+  hsa_amd_signal_handler function = nullptr;
+  void* arg = nullptr;
+};
+
+// The thread that calls handlers. Whoever stops it takes it out of the state first, so that nobody
+// joins it twice, and a registration while it stops (after another hsa_init) starts a new one rather
+// than reviving a thread that is on its way out.
+struct HandlerThread {
+  pthread_t thread{};
+  int pid = 0;
+  bool stop = false;
+};
+
 // The whole process-wide state, under one mutex. Never destroyed: a process may exit with the
-// runtime open, and the worker thread must not outlive the objects it uses.
+// runtime open, and the worker and handler threads must not outlive the objects they use.
 struct State {
   std::mutex mutex;
-  std::condition_variable changed;  // a signal's value, the job queue or the worker's orders changed
+  // A signal's value, the job queue, the handlers or a thread's orders changed.
+  std::condition_variable changed;
   unsigned opened = 0;
   Config config;
   std::map<std::uintptr_t, Reservation> reservations;
@@ -201,6 +226,8 @@ struct State {
   bool worker_running = false;
   bool worker_stop = false;
   int worker_pid = 0;
+  std::deque<Handler> handlers;  // registered and not being called now
+  std::unique_ptr<HandlerThread> handler_thread;  // none until the first registration
 };
 
 State& state();
@@ -236,5 +263,9 @@ void release_all(State& s);
 void enqueue(State& s, Job job);
 // Stops the worker thread (the last hsa_shut_down); takes and gives back the lock.
 void stop_worker(std::unique_lock<std::mutex>& lock);
+// Stops the handler thread (the last hsa_shut_down, before the worker, which a running handler may wait
+// for) once its current call returns, and drops the handlers still registered; takes and gives back the
+// lock. Aborts when called on the handler thread, which would wait for itself.
+void stop_handlers(std::unique_lock<std::mutex>& lock);
 
 }  // namespace hipxx::backend::rocr::stand_in

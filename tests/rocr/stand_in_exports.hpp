@@ -44,6 +44,9 @@ HIPXX_STAND_IN_EXPORT hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t 
                                                                    hsa_signal_value_t compare_value,
                                                                    std::uint64_t timeout_hint,
                                                                    hsa_wait_state_t wait_state_hint);
+HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condition_t cond,
+                                                                hsa_signal_value_t value,
+                                                                hsa_amd_signal_handler handler, void* arg);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_vmem_address_reserve(void** va, std::size_t size, std::uint64_t address,
                                                                 std::uint64_t flags);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_vmem_address_reserve_align(void** va, std::size_t size,

@@ -1,13 +1,23 @@
-// The stand-in's signals, and the worker thread that runs asynchronous operations (the "DMA engine").
+// The stand-in's signals, the worker thread that runs asynchronous operations (the "DMA engine"), and
+// the thread that calls the handlers of hsa_amd_signal_async_handler (ROCr's asynchronous-handler
+// thread).
 //
 // A signal's value lives under the state's one mutex, and every change wakes the one condition
-// variable that waiting threads and the worker sleep on: simple, and ordered the way the scacquire and
-// screlease orders require, since every load and store takes that mutex.
+// variable that waiting threads, the worker and the handler thread sleep on: simple, and ordered the
+// way the scacquire and screlease orders require, since every load and store takes that mutex.
 //
 // The worker takes the first queued job whose dependency signals all read 0 (so that a job waiting
 // on a later one never blocks it), runs it without the lock, then decrements its completion signal.
 // It starts with the first job, not with hsa_init, so that a process may fork before it copies; a
 // forked child that copies starts its own (threads do not survive fork).
+//
+// The handler thread likewise starts with the first registration (and per process). It calls one
+// handler at a time, never on the registering thread (even where the condition holds at once), and
+// without the lock, so that a handler may call any entry point. Handlers whose conditions hold are
+// called in the order of registration; one that returns true goes behind the others and is called
+// again whenever its condition holds, checked after each call and on each change. The last
+// hsa_shut_down lets the current call return, joins the thread, and drops (with a complaint) what
+// is still registered.
 #include "rocr/stand_in.hpp"
 #include "rocr/stand_in_exports.hpp"
 
@@ -21,10 +31,13 @@ namespace hipxx::backend::rocr::stand_in {
 namespace {
 
 pthread_t worker_thread{};
+// Whether this thread is the handler thread (of any generation): calls on it may outlast hsa_init.
+thread_local bool on_handler_thread = false;
 
-// For the calls that return no status, where an unknown signal is undefined behaviour in ROCr.
+// For the calls that return no status, where an unknown signal is undefined behaviour in ROCr. A
+// handler that the last hsa_shut_down waits for may still use signals: they go only after it returns.
 const std::shared_ptr<Signal>& known_signal(State& s, hsa_signal_t signal, const char* call) {
-  if (s.opened == 0) fatal(std::string{call} + ": the runtime is not open");
+  if (s.opened == 0 && !on_handler_thread) fatal(std::string{call} + ": the runtime is not open");
   const auto found = s.signals.find(signal.handle);
   if (found == s.signals.end()) fatal(std::string{call} + "(" + hex(signal.handle) + "): no such signal");
   return found->second;
@@ -38,6 +51,16 @@ bool satisfied(hsa_signal_value_t value, hsa_signal_condition_t condition, hsa_s
     case HSA_SIGNAL_CONDITION_GTE: return value >= compare;
   }
   fatal("hsa_signal_wait_scacquire: unknown condition " + std::to_string(static_cast<int>(condition)));
+}
+
+bool known_condition(hsa_signal_condition_t condition) {
+  switch (condition) {
+    case HSA_SIGNAL_CONDITION_EQ:
+    case HSA_SIGNAL_CONDITION_NE:
+    case HSA_SIGNAL_CONDITION_LT:
+    case HSA_SIGNAL_CONDITION_GTE: return true;
+  }
+  return false;
 }
 
 bool ready(const Job& job) {
@@ -91,6 +114,48 @@ void start_worker(State& s) {
   s.worker_pid = getpid();
 }
 
+bool due(const Handler& handler) { return satisfied(handler.signal->value, handler.condition, handler.compare); }
+
+void* handler_main(void* thread) {
+  const HandlerThread& self = *static_cast<const HandlerThread*>(thread);
+  on_handler_thread = true;
+  State& s = state();
+  std::unique_lock lock{s.mutex};
+  while (!self.stop) {
+    const auto next = std::find_if(s.handlers.begin(), s.handlers.end(), due);
+    if (next == s.handlers.end()) {
+      s.changed.wait(lock);
+      continue;
+    }
+    Handler handler = std::move(*next);
+    s.handlers.erase(next);
+    --handler.signal->users;  // see Handler
+    const hsa_signal_value_t value = handler.signal->value;
+    lock.unlock();
+    const bool keep = handler.function(value, handler.arg);
+    lock.lock();
+    if (!keep) continue;
+    const auto found = s.signals.find(handler.handle);
+    if (found == s.signals.end() || found->second != handler.signal) {
+      fatal("hsa_amd_signal_async_handler: a handler returned true (stay registered) on signal " + hex(handler.handle) +
+            ", which was destroyed during its call");
+    }
+    ++handler.signal->users;
+    s.handlers.push_back(std::move(handler));
+  }
+  return nullptr;
+}
+
+void start_handlers(State& s) {
+  if (s.handler_thread && s.handler_thread->pid == getpid()) return;
+  auto thread = std::make_unique<HandlerThread>();
+  thread->pid = getpid();
+  if (pthread_create(&thread->thread, nullptr, handler_main, thread.get()) != 0) {
+    fatal("cannot start the thread that calls signal handlers");
+  }
+  s.handler_thread = std::move(thread);
+}
+
 std::optional<std::chrono::steady_clock::time_point> deadline_for(std::uint64_t timeout_hint) {
   // The unit is the system timestamp's; the stand-in takes nanoseconds, and any wait longer than a day
   // as no limit (which also keeps the arithmetic from overflowing).
@@ -128,6 +193,31 @@ void stop_worker(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+void stop_handlers(std::unique_lock<std::mutex>& lock) {
+  State& s = state();
+  if (on_handler_thread) fatal("hsa_shut_down: the last one, from a signal handler, would wait for that handler");
+  if (s.handler_thread && s.handler_thread->pid == getpid()) {
+    const std::unique_ptr<HandlerThread> stopping = std::move(s.handler_thread);
+    stopping->stop = true;
+    s.changed.notify_all();
+    lock.unlock();
+    pthread_join(stopping->thread, nullptr);
+    lock.lock();
+  }
+  // Another thread may have opened the runtime again while this one waited: what is registered then
+  // stays, on a thread of its own.
+  if (s.opened > 0) {
+    if (!s.handlers.empty()) start_handlers(s);
+    return;
+  }
+  if (!s.handlers.empty()) {
+    complain("hsa_shut_down: " + std::to_string(s.handlers.size()) +
+             " signal handlers are still registered; they are dropped uncalled");
+    for (const Handler& handler : s.handlers) --handler.signal->users;
+    s.handlers.clear();
+  }
+}
+
 }  // namespace hipxx::backend::rocr::stand_in
 
 namespace hipxx::backend::rocr {
@@ -158,7 +248,8 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal) {
   const auto found = s.signals.find(signal.handle);
   if (found == s.signals.end()) return HSA_STATUS_ERROR_INVALID_SIGNAL;
   if (found->second->users > 0) {
-    fatal("hsa_signal_destroy(" + hex(signal.handle) + "): a queued copy or a waiting thread still uses it");
+    fatal("hsa_signal_destroy(" + hex(signal.handle) +
+          "): a queued copy, a waiting thread or a registered handler still uses it");
   }
   s.signals.erase(found);
   return HSA_STATUS_SUCCESS;
@@ -195,6 +286,27 @@ hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_con
   }
   --waited->users;
   return waited->value;
+}
+
+hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condition_t cond, hsa_signal_value_t value,
+                                          hsa_amd_signal_handler handler, void* arg) {
+  const auto lock = lock_open();
+  if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  State& s = state();
+  if (handler == nullptr || signal.handle == 0 || !known_condition(cond)) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  const auto found = s.signals.find(signal.handle);
+  if (found == s.signals.end()) return HSA_STATUS_ERROR_INVALID_SIGNAL;
+  ++found->second->users;
+  s.handlers.push_back(Handler{.handle = signal.handle,
+                               .signal = found->second,
+                               .condition = cond,
+                               .compare = value,
+                               .function = handler,
+                               .arg = arg});
+  // Even a condition that holds already is the handler thread's to act on, never this caller's.
+  start_handlers(s);
+  s.changed.notify_all();
+  return HSA_STATUS_SUCCESS;
 }
 
 }  // namespace hipxx::backend::rocr

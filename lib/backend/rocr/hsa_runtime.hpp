@@ -28,6 +28,8 @@ struct hsa_amd_vmem_alloc_handle_t {  // NOLINT(readability-identifier-naming): 
   std::uint64_t handle;
 };
 using hsa_signal_value_t = std::int64_t;
+// Called on the runtime's own thread once a signal meets a condition; true keeps it registered.
+using hsa_amd_signal_handler = bool (*)(hsa_signal_value_t value, void* arg);
 
 // The 32 bytes that name an allocation to another process.
 struct hsa_amd_ipc_memory_t {  // NOLINT(readability-identifier-naming): the C API's name
@@ -165,7 +167,8 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
 
 // The entry points, by the exact symbol each is exported as. hsa_amd_vmem_address_reserve_align
 // came a version after the rest of the virtual memory API, so it is looked up separately
-// (HIPXX_ROCR_OPTIONAL_ENTRY_POINTS) and reserve() over-reserves to align where it is missing.
+// (HIPXX_ROCR_OPTIONAL_ENTRY_POINTS) and reserve() over-reserves to align where it is missing; where
+// hsa_amd_signal_async_handler is missing, streams run on host threads rather than on device queues.
 #define HIPXX_ROCR_ENTRY_POINTS(X)                                                                                    \
   X(hsa_init, hsa_status_t (*)())                                                                                     \
   X(hsa_shut_down, hsa_status_t (*)())                                                                                \
@@ -221,7 +224,10 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
 
 #define HIPXX_ROCR_OPTIONAL_ENTRY_POINTS(X)                                                                  \
   X(hsa_amd_vmem_address_reserve_align, hsa_status_t (*)(void** va, std::size_t size, std::uint64_t address, \
-                                                         std::uint64_t alignment, std::uint64_t flags))
+                                                         std::uint64_t alignment, std::uint64_t flags))      \
+  X(hsa_amd_signal_async_handler, hsa_status_t (*)(hsa_signal_t signal, hsa_signal_condition_t cond,         \
+                                                   hsa_signal_value_t value, hsa_amd_signal_handler handler, \
+                                                   void* arg))
 
 // One function pointer per entry point, named as the symbol.
 struct RuntimeApi {
