@@ -26,18 +26,27 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 namespace hipxx::backend::rocr::stand_in {
 namespace {
 
 pthread_t worker_thread{};
-// Whether this thread is the handler thread (of any generation): calls on it may outlast hsa_init.
-thread_local bool on_handler_thread = false;
+// The handler threads not yet joined, under the state's mutex: calls on them may outlast hsa_init.
+// Not a thread_local: LeakSanitizer misreads the dynamic TLS of a dlopen()ed library (it takes a
+// garbage range for it and faults while scanning at exit).
+std::vector<pthread_t> unjoined_handler_threads;
+
+bool on_handler_thread() {
+  const pthread_t self = pthread_self();
+  return std::any_of(unjoined_handler_threads.begin(), unjoined_handler_threads.end(),
+                     [&](pthread_t thread) { return pthread_equal(thread, self) != 0; });
+}
 
 // For the calls that return no status, where an unknown signal is undefined behaviour in ROCr. A
 // handler that the last hsa_shut_down waits for may still use signals: they go only after it returns.
 const std::shared_ptr<Signal>& known_signal(State& s, hsa_signal_t signal, const char* call) {
-  if (s.opened == 0 && !on_handler_thread) fatal(std::string{call} + ": the runtime is not open");
+  if (s.opened == 0 && !on_handler_thread()) fatal(std::string{call} + ": the runtime is not open");
   const auto found = s.signals.find(signal.handle);
   if (found == s.signals.end()) fatal(std::string{call} + "(" + hex(signal.handle) + "): no such signal");
   return found->second;
@@ -118,7 +127,6 @@ bool due(const Handler& handler) { return satisfied(handler.signal->value, handl
 
 void* handler_main(void* thread) {
   const HandlerThread& self = *static_cast<const HandlerThread*>(thread);
-  on_handler_thread = true;
   State& s = state();
   std::unique_lock lock{s.mutex};
   while (!self.stop) {
@@ -148,11 +156,13 @@ void* handler_main(void* thread) {
 
 void start_handlers(State& s) {
   if (s.handler_thread && s.handler_thread->pid == getpid()) return;
+  if (s.handler_thread) unjoined_handler_threads.clear();  // a forked child: the parent's are not here
   auto thread = std::make_unique<HandlerThread>();
   thread->pid = getpid();
   if (pthread_create(&thread->thread, nullptr, handler_main, thread.get()) != 0) {
     fatal("cannot start the thread that calls signal handlers");
   }
+  unjoined_handler_threads.push_back(thread->thread);
   s.handler_thread = std::move(thread);
 }
 
@@ -195,7 +205,7 @@ void stop_worker(std::unique_lock<std::mutex>& lock) {
 
 void stop_handlers(std::unique_lock<std::mutex>& lock) {
   State& s = state();
-  if (on_handler_thread) fatal("hsa_shut_down: the last one, from a signal handler, would wait for that handler");
+  if (on_handler_thread()) fatal("hsa_shut_down: the last one, from a signal handler, would wait for that handler");
   if (s.handler_thread && s.handler_thread->pid == getpid()) {
     const std::unique_ptr<HandlerThread> stopping = std::move(s.handler_thread);
     stopping->stop = true;
@@ -203,6 +213,8 @@ void stop_handlers(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     pthread_join(stopping->thread, nullptr);
     lock.lock();
+    std::erase_if(unjoined_handler_threads,
+                  [&](pthread_t thread) { return pthread_equal(thread, stopping->thread) != 0; });
   }
   // Another thread may have opened the runtime again while this one waited: what is registered then
   // stays, on a thread of its own.
