@@ -18,9 +18,11 @@
 //   managed memory              anonymous host memory made shared virtual memory with
 //                               hsa_amd_svm_attributes_set; prefetch is hsa_amd_svm_prefetch_async
 //   legacy IPC                  hsa_amd_ipc_memory_create / _attach / _detach
+//   device queues               chains of ROCr's asynchronous operations ordered by signals
+//                               (rocr_queue.hpp), where ROCr has hsa_amd_signal_async_handler
 //
-// Every operation is finished when it returns, so synchronize has nothing to wait for; streams run
-// their work on the runtime's host threads (create_queue gives none).
+// Every operation of the backend's own is finished when it returns, so synchronize has nothing to
+// wait for (the runtime waits for the streams' queues itself).
 //
 // The backend never dereferences device memory on the host: where a copy or fill needs to know
 // whether an address is device memory it asks its own table of the device memory it made (mappings,
@@ -28,6 +30,8 @@
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
 #include "backend/rocr/hsa_runtime.hpp"
+#include "backend/rocr/hsa_status.hpp"
+#include "backend/rocr/rocr_queue.hpp"
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
@@ -62,21 +66,7 @@ using rocr::hsa_signal_t;
 using rocr::hsa_status_t;
 using rocr::RuntimeApi;
 
-hipError_t to_hip(hsa_status_t status) noexcept {
-  switch (status) {
-    case rocr::HSA_STATUS_SUCCESS: return hipSuccess;
-    case rocr::HSA_STATUS_ERROR_INVALID_ARGUMENT:
-    case rocr::HSA_STATUS_ERROR_INVALID_ALLOCATION:
-    case rocr::HSA_STATUS_ERROR_INVALID_MEMORY_POOL:
-    case rocr::HSA_STATUS_ERROR_RESOURCE_FREE: return hipErrorInvalidValue;
-    case rocr::HSA_STATUS_ERROR_INVALID_AGENT: return hipErrorInvalidDevice;
-    case rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES: return hipErrorOutOfMemory;
-    case rocr::HSA_STATUS_ERROR_NOT_INITIALIZED: return hipErrorNotInitialized;
-    case rocr::HSA_STATUS_ERROR_MEMORY_FAULT:
-    case rocr::HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: return hipErrorIllegalAddress;
-    default: return hipErrorUnknown;
-  }
-}
+using rocr::to_hip;
 
 std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
 
@@ -140,7 +130,7 @@ struct Place {
   std::size_t length = 0;
 };
 
-class RocrBackend final : public Backend {
+class RocrBackend final : public Backend, public rocr::QueueSupport {
  public:
   RocrBackend(const RuntimeApi& api, hsa_agent_t cpu, hsa_amd_memory_pool_t cpu_pool, std::vector<GpuAgent> gpus,
               std::vector<DeviceProperties> devices)
@@ -156,13 +146,49 @@ class RocrBackend final : public Backend {
   // The runtime lives until the process ends; what ROCr holds for it goes with the process.
   ~RocrBackend() override {
     if (bounce_ != nullptr) (void)api_.hsa_amd_memory_pool_free(bounce_);
+    if (scratch_ != nullptr) (void)api_.hsa_amd_memory_pool_free(scratch_);
   }
 
   std::string_view name() const noexcept override { return "rocr"; }
   int device_count() const noexcept override { return static_cast<int>(devices_.size()); }
   const DeviceProperties& device(int ordinal) const override { return devices_.at(static_cast<std::size_t>(ordinal)); }
   std::string queues_unavailable() const override {
-    return "the ROCr backend runs stream work on host threads (it makes no HSA queues yet)";
+    return api_.hsa_amd_signal_async_handler != nullptr ? "" : "the HSA runtime lacks hsa_amd_signal_async_handler";
+  }
+  std::unique_ptr<Queue> create_queue(int device, bool /*null_stream*/, bool /*blocking*/, int /*priority*/) override {
+    if (!valid(device) || api_.hsa_amd_signal_async_handler == nullptr) return nullptr;
+    return rocr::make_queue(*this, device);
+  }
+  std::unique_ptr<Timestamp> create_timestamp(int /*device*/, bool timing) override {
+    return rocr::make_timestamp(timing);
+  }
+
+  // What the queues ask of the backend.
+  const RuntimeApi& runtime_api() const noexcept override { return api_; }
+  rocr::SignalPool& signal_pool() noexcept override { return signals_; }
+  std::optional<std::vector<rocr::CopyPiece>> plan_copy(void* dst, const void* src, std::size_t bytes) override {
+    std::vector<rocr::CopyPiece> pieces;
+    auto* const into = static_cast<unsigned char*>(dst);
+    const auto* const out_of = static_cast<const unsigned char*>(src);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      const Place from = place_of(out_of + done, bytes - done, false);
+      const std::uint64_t both = to.reachable_by & from.reachable_by;
+      if (!to.device || !from.device || both == 0) return std::nullopt;
+      const std::size_t piece = std::min(to.length, from.length);
+      pieces.push_back({.dst = into + done, .src = out_of + done, .bytes = piece, .engine = engine_of(both)});
+      done += piece;
+    }
+    return pieces;
+  }
+  hsa_agent_t agent_for(int device) const noexcept override {
+    if (device == hipCpuDeviceId || !valid(device)) return cpu_;
+    return gpus_[static_cast<std::size_t>(device)].agent;
+  }
+  void* barrier_scratch() override {
+    std::lock_guard lock{bounce_mutex_};
+    if (scratch_ == nullptr) (void)make_shared_host_buffer(kScratchBytes, &scratch_);
+    return scratch_;
   }
 
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
@@ -508,6 +534,7 @@ class RocrBackend final : public Backend {
 
  private:
   static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kScratchBytes = 8;
 
   [[nodiscard]] static std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
     return (value + multiple - 1) / multiple * multiple;
@@ -525,11 +552,6 @@ class RocrBackend final : public Backend {
     agents.reserve(gpus_.size());
     for (const GpuAgent& gpu : gpus_) agents.push_back(gpu.agent);
     return agents;
-  }
-
-  [[nodiscard]] hsa_agent_t agent_for(int device) const noexcept {
-    if (device == hipCpuDeviceId || !valid(device)) return cpu_;
-    return gpus_[static_cast<std::size_t>(device)].agent;
   }
 
   // The device a handle's memory is on; an imported handle's is not known (its pool is the
@@ -680,11 +702,15 @@ class RocrBackend final : public Backend {
     return hipSuccess;
   }
 
-  // Made at the first staged copy and kept: memory of the CPU agent's pool that every GPU may use.
+  // Made at the first staged copy and kept.
   hipError_t make_bounce_locked() {
-    if (bounce_ != nullptr) return hipSuccess;
+    return bounce_ != nullptr ? hipSuccess : make_shared_host_buffer(kBounceBytes, &bounce_);
+  }
+
+  // Memory of the CPU agent's pool that every GPU may use.
+  hipError_t make_shared_host_buffer(std::size_t bytes, void** out) {
     void* buffer = nullptr;
-    if (const hsa_status_t status = api_.hsa_amd_memory_pool_allocate(cpu_pool_, kBounceBytes, 0, &buffer);
+    if (const hsa_status_t status = api_.hsa_amd_memory_pool_allocate(cpu_pool_, bytes, 0, &buffer);
         status != rocr::HSA_STATUS_SUCCESS) {
       return to_hip(status);
     }
@@ -695,7 +721,7 @@ class RocrBackend final : public Backend {
       (void)api_.hsa_amd_memory_pool_free(buffer);
       return to_hip(status);
     }
-    bounce_ = buffer;
+    *out = buffer;
     return hipSuccess;
   }
 
@@ -767,6 +793,8 @@ class RocrBackend final : public Backend {
   std::unordered_map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> widened_;  // aligned -> reserved
   std::mutex bounce_mutex_;
   void* bounce_ = nullptr;  // kBounceBytes of the CPU agent's pool, under bounce_mutex_
+  void* scratch_ = nullptr;  // the queues' kScratchBytes of it, under bounce_mutex_
+  rocr::SignalPool signals_{api_};  // declared after api_, which it uses
   AddressArena arena_{arena_shape(), reserve_chunk(), release_chunk()};
 };
 

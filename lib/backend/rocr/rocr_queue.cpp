@@ -1,0 +1,446 @@
+// Device queues on ROCr. A queue is a chain of ROCr's asynchronous operations, each started with the
+// completion signals of the work before it as its dependency signals:
+//   copy          hsa_amd_memory_async_copy, one per piece (pieces run side by side, and the next
+//                 work waits for them all); a copy that needs the host (application memory, staging)
+//                 is refused, and the runtime does it on the stream's host thread
+//   prefetch      hsa_amd_svm_prefetch_async
+//   wait_queue    nothing on the device: later work also waits for the other queue's last signals
+//   host_call     hsa_amd_signal_async_handler on the last signal; the handler runs the call, marks
+//                 its number and then lowers a gate signal that later work waits for
+//   record        the same with a handler that notes the time (timestamps are host times taken by
+//                 ROCr's handler thread, not GPU clocks); without timing, the record is the last signal
+//   mark          nothing on the device: the number is remembered with the last step and reported
+//                 by progress() once that step's signals have all come down
+//   fill, write_word, wait_word
+//                 refused (hsa_amd_memory_fill does not take signals, and HSA has no operation that
+//                 writes or waits for a word in memory without a kernel): the runtime does them on the
+//                 host, in stream order
+// Where a handler needs one signal and the last step has several, a four-byte copy within
+// barrier_scratch() that waits for them all stands for them.
+#include "backend/rocr/rocr_queue.hpp"
+
+#include "backend/rocr/hsa_status.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <utility>
+
+namespace hipxx::backend::rocr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a timestamp's records reached: each record starts a new point and only the latest counts,
+// as with a GPU event. Shared with the handler that passes the point.
+class StampState {
+ public:
+  std::uint64_t begin_record() {
+    std::lock_guard lock{mutex_};
+    return ++recorded_;
+  }
+  void pass(std::uint64_t record, Clock::time_point at) {
+    std::lock_guard lock{mutex_};
+    if (record > passed_) {
+      passed_ = record;
+      at_ = at;
+    }
+  }
+  // Whether the latest record has been passed, and when.
+  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
+    std::lock_guard lock{mutex_};
+    return {passed_ > 0 && passed_ == recorded_, at_};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::uint64_t recorded_ = 0;
+  std::uint64_t passed_ = 0;
+  Clock::time_point at_{};
+};
+
+class RocrTimestamp final : public Timestamp {
+ public:
+  explicit RocrTimestamp(bool timing) : timing_(timing) {}
+
+  hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
+    const auto* begin = dynamic_cast<const RocrTimestamp*>(&start);
+    if (begin == nullptr || !timing_ || !begin->timing_) return hipErrorInvalidHandle;
+    const auto [begin_done, begin_at] = begin->state_->passed_at();
+    const auto [end_done, end_at] = state_->passed_at();
+    if (!begin_done || !end_done) return hipErrorNotReady;
+    *milliseconds = std::chrono::duration<float, std::milli>(end_at - begin_at).count();
+    return hipSuccess;
+  }
+
+  [[nodiscard]] bool timing() const noexcept { return timing_; }
+  [[nodiscard]] const std::shared_ptr<StampState>& state() const noexcept { return state_; }
+
+  // The signal that comes down once the latest record is passed; null before the first record.
+  [[nodiscard]] SignalRef point() const {
+    std::lock_guard lock{mutex_};
+    return point_;
+  }
+  void set_point(SignalRef point) {
+    std::lock_guard lock{mutex_};
+    point_ = std::move(point);
+  }
+
+ private:
+  const bool timing_;
+  const std::shared_ptr<StampState> state_ = std::make_shared<StampState>();
+  mutable std::mutex mutex_;
+  SignalRef point_;
+};
+
+// What an asynchronous handler needs; owned by the step it belongs to, which lasts until the handler
+// has lowered the gate, the last thing the handler does.
+struct HandlerWork {
+  const RuntimeApi* api = nullptr;
+  hsa_signal_t gate{};
+  // A host call (its queue marks its number afterwards)...
+  HostCall* call = nullptr;
+  Queue* queue = nullptr;
+  std::uint64_t sequence = 0;
+  hipError_t status = hipSuccess;
+  // ...or a record.
+  std::shared_ptr<StampState> stamp{};
+  std::uint64_t record = 0;
+};
+
+bool run_handler(hsa_signal_value_t value, void* argument) {
+  auto* const work = static_cast<HandlerWork*>(argument);
+  if (work->call != nullptr) {
+    const hipError_t status = value < 0 && work->status == hipSuccess ? hipErrorIllegalAddress : work->status;
+    work->call->run(work->call, status);  // frees the call
+    work->queue->complete(work->sequence);
+  } else {
+    work->stamp->pass(work->record, Clock::now());
+  }
+  const RuntimeApi* const api = work->api;
+  const hsa_signal_t gate = work->gate;
+  api->hsa_signal_store_screlease(gate, 0);  // from here on the step, and `work`, may be gone
+  return false;
+}
+
+class RocrQueue final : public Queue {
+ public:
+  RocrQueue(QueueSupport& support, int device)
+      : support_(support), api_(support.runtime_api()), signals_(support.signal_pool()), device_(device) {}
+  RocrQueue(const RocrQueue&) = delete;
+  RocrQueue& operator=(const RocrQueue&) = delete;
+  RocrQueue(RocrQueue&&) = delete;
+  RocrQueue& operator=(RocrQueue&&) = delete;
+
+  // The device may still use the signals and the handlers their arguments: all of it finishes first.
+  ~RocrQueue() override {
+    std::lock_guard lock{mutex_};
+    for (const Step& step : steps_) {
+      for (const SignalRef& signal : step.done) wait_for(signal->get());
+    }
+    steps_.clear();
+  }
+
+  [[nodiscard]] std::uint64_t progress() const noexcept override {
+    // A poller that finds the lock taken reads what is known; it asks again soon.
+    if (std::unique_lock lock{mutex_, std::try_to_lock}; lock.owns_lock()) retire_locked();
+    return progress_.load(std::memory_order_acquire);
+  }
+
+  hipError_t write_mark(std::uint64_t sequence) override {
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    if (steps_.empty()) {
+      raise_progress(sequence);
+    } else {
+      steps_.back().mark = sequence;
+    }
+    return hipSuccess;
+  }
+
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    const std::optional<std::vector<CopyPiece>> pieces = support_.plan_copy(dst, src, bytes);
+    if (!pieces) return hipErrorNotSupported;
+    if (pieces->empty()) return hipSuccess;
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    const std::vector<SignalRef> after = tail_locked();
+    const std::vector<hsa_signal_t> dependencies = handles_of(after);
+    Step step{.held = after};
+    hipError_t result = hipSuccess;
+    for (const CopyPiece& piece : *pieces) {
+      SignalRef done = signals_.take(1);
+      if (!done) {
+        result = hipErrorOutOfMemory;
+        break;
+      }
+      const hsa_status_t status =
+          api_.hsa_amd_memory_async_copy(piece.dst, piece.engine, piece.src, piece.engine, piece.bytes,
+                                         static_cast<std::uint32_t>(dependencies.size()),
+                                         dependencies.empty() ? nullptr : dependencies.data(), done->get());
+      if (status != HSA_STATUS_SUCCESS) {
+        result = to_hip(status);
+        break;
+      }
+      step.done.push_back(std::move(done));
+    }
+    // Pieces already started stay in the chain, so that later work still waits for them.
+    if (!step.done.empty()) steps_.push_back(std::move(step));
+    return result;
+  }
+
+  hipError_t fill(void* /*dst*/, unsigned char /*value*/, std::size_t /*bytes*/) override {
+    return hipErrorNotSupported;
+  }
+  hipError_t write_word(void* /*address*/, std::size_t /*bytes*/, std::uint64_t /*value*/) override {
+    return hipErrorNotSupported;
+  }
+  hipError_t wait_word(const void* /*address*/, std::size_t /*bytes*/, const WordWait& /*wait*/) override {
+    return hipErrorNotSupported;
+  }
+
+  hipError_t wait_queue(Queue& other) override {
+    auto* const source = dynamic_cast<RocrQueue*>(&other);
+    if (source == nullptr) return hipErrorNotSupported;
+    if (source == this) return hipSuccess;
+    // The other queue's lock is let go before this one's is taken: two queues waiting for each other
+    // at once take them in opposite orders.
+    std::vector<SignalRef> theirs;
+    {
+      std::lock_guard lock{source->mutex_};
+      source->retire_locked();
+      theirs = source->tail_locked();
+    }
+    return wait_for_signals(std::move(theirs));
+  }
+
+  hipError_t wait_timestamp(Timestamp& timestamp) override {
+    auto* const stamp = dynamic_cast<RocrTimestamp*>(&timestamp);
+    if (stamp == nullptr) return hipErrorNotSupported;
+    SignalRef point = stamp->point();
+    if (!point) return hipSuccess;  // never recorded: nothing to wait for
+    return wait_for_signals({std::move(point)});
+  }
+
+  void complete(std::uint64_t sequence) noexcept override { raise_progress(sequence); }
+
+  hipError_t queue_host_call(HostCall* call) override {
+    std::lock_guard lock{mutex_};
+    return add_handler_step_locked(
+        HandlerWork{
+            .call = call, .queue = this, .sequence = call->sequence, .status = fault_.load(std::memory_order_acquire)},
+        nullptr);
+  }
+
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    SignalRef done = signals_.take(1);
+    if (!done) return hipErrorOutOfMemory;
+    const std::vector<SignalRef> after = tail_locked();
+    const std::vector<hsa_signal_t> dependencies = handles_of(after);
+    // ROCr's prefetch takes a pointer to non-const memory, though it only moves the pages.
+    void* const pages = const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    const hsa_status_t status = api_.hsa_amd_svm_prefetch_async(
+        pages, bytes, support_.agent_for(device), static_cast<std::uint32_t>(dependencies.size()),
+        dependencies.empty() ? nullptr : dependencies.data(), done->get());
+    if (status != HSA_STATUS_SUCCESS) return to_hip(status);
+    steps_.push_back(Step{.done = {std::move(done)}, .held = after});
+    return hipSuccess;
+  }
+
+  hipError_t record(Timestamp& timestamp) override {
+    auto* const stamp = dynamic_cast<RocrTimestamp*>(&timestamp);
+    if (stamp == nullptr) return hipErrorNotSupported;
+    std::lock_guard lock{mutex_};
+    if (!stamp->timing()) {
+      // No time to note: the record is passed when the work before it is done.
+      SignalRef point;
+      if (const hipError_t joined = single_tail_locked(point); joined != hipSuccess) return joined;
+      stamp->set_point(std::move(point));
+      return hipSuccess;
+    }
+    SignalRef gate;
+    if (const hipError_t added = add_handler_step_locked(
+            HandlerWork{.stamp = stamp->state(), .record = stamp->state()->begin_record()}, &gate);
+        added != hipSuccess) {
+      return added;
+    }
+    stamp->set_point(std::move(gate));
+    return hipSuccess;
+  }
+
+  hipError_t fault() override {
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    return fault_.load(std::memory_order_acquire);
+  }
+
+  bool finished() override {
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    return steps_.empty();
+  }
+
+ private:
+  // Work put on the queue and not yet seen finished. Each step starts after the one before it is
+  // over, so steps are over in order.
+  struct Step {
+    std::vector<SignalRef> done{};  // the step is over once every one of them is down
+    std::vector<SignalRef> held{};  // signals its work waits on or its handler watches, kept till then
+    std::unique_ptr<HandlerWork> handler{};  // the argument of its handler, if it has one
+    std::uint64_t mark = 0;  // the number progress() reports once it is over
+  };
+
+  [[nodiscard]] static std::vector<hsa_signal_t> handles_of(const std::vector<SignalRef>& signals) {
+    std::vector<hsa_signal_t> handles;
+    handles.reserve(signals.size());
+    for (const SignalRef& signal : signals) handles.push_back(signal->get());
+    return handles;
+  }
+
+  void wait_for(hsa_signal_t signal) const noexcept {
+    (void)api_.hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
+                                         HSA_WAIT_STATE_BLOCKED);
+  }
+
+  void raise_progress(std::uint64_t sequence) const noexcept {
+    std::uint64_t known = progress_.load(std::memory_order_relaxed);
+    while (known < sequence &&
+           !progress_.compare_exchange_weak(known, sequence, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+
+  // Drops the steps that are over, front first, taking their marks and any failure they report
+  // (ROCr lowers a signal below zero where the work failed).
+  void retire_locked() const noexcept {
+    while (!steps_.empty()) {
+      const Step& front = steps_.front();
+      bool failed = false;
+      for (const SignalRef& signal : front.done) {
+        const hsa_signal_value_t value = api_.hsa_signal_load_scacquire(signal->get());
+        if (value > 0) return;
+        failed = failed || value < 0;
+      }
+      if (failed) fault_.store(hipErrorIllegalAddress, std::memory_order_release);
+      const std::uint64_t mark = front.mark;
+      steps_.pop_front();
+      raise_progress(mark);
+    }
+  }
+
+  // The signals later work waits for: those of the last step not yet seen over.
+  [[nodiscard]] std::vector<SignalRef> tail_locked() const {
+    return steps_.empty() ? std::vector<SignalRef>{} : steps_.back().done;
+  }
+
+  // Later work also waits for `signals` (another queue's, a record's): one step that is over when
+  // they and this queue's last step are.
+  hipError_t wait_for_signals(std::vector<SignalRef> signals) {
+    if (signals.empty()) return hipSuccess;
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    std::vector<SignalRef> done = tail_locked();
+    done.insert(done.end(), std::make_move_iterator(signals.begin()), std::make_move_iterator(signals.end()));
+    steps_.push_back(Step{.done = std::move(done)});
+    return hipSuccess;
+  }
+
+  // One signal that comes down once all work so far is done: the last step's own where it has one,
+  // a signal already down where nothing is pending, else a copy of four bytes that waits for them all.
+  hipError_t single_tail_locked(SignalRef& single) {
+    retire_locked();
+    std::vector<SignalRef> after = tail_locked();
+    if (after.size() == 1) {
+      single = std::move(after.front());
+      return hipSuccess;
+    }
+    single = signals_.take(after.empty() ? 0 : 1);
+    if (!single) return hipErrorOutOfMemory;
+    if (after.empty()) return hipSuccess;
+    auto* const scratch = static_cast<unsigned char*>(support_.barrier_scratch());
+    if (scratch == nullptr) return hipErrorOutOfMemory;
+    const std::vector<hsa_signal_t> dependencies = handles_of(after);
+    const hsa_agent_t engine = support_.agent_for(device_);
+    const hsa_status_t status = api_.hsa_amd_memory_async_copy(scratch + 4, engine, scratch, engine, 4,
+                                                               static_cast<std::uint32_t>(dependencies.size()),
+                                                               dependencies.data(), single->get());
+    if (status != HSA_STATUS_SUCCESS) return to_hip(status);
+    steps_.push_back(Step{.done = {single}, .held = std::move(after)});
+    return hipSuccess;
+  }
+
+  // A step whose handler runs once all work so far is done and then lowers the step's gate. The
+  // gate is given to `gate` where asked for.
+  hipError_t add_handler_step_locked(HandlerWork work, SignalRef* gate) {
+    SignalRef watched;
+    if (const hipError_t joined = single_tail_locked(watched); joined != hipSuccess) return joined;
+    SignalRef lowered = signals_.take(1);
+    if (!lowered) return hipErrorOutOfMemory;
+    auto handler = std::make_unique<HandlerWork>(std::move(work));
+    handler->api = &api_;
+    handler->gate = lowered->get();
+    if (const hsa_status_t status =
+            api_.hsa_amd_signal_async_handler(watched->get(), HSA_SIGNAL_CONDITION_LT, 1, &run_handler, handler.get());
+        status != HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    if (gate != nullptr) *gate = lowered;
+    steps_.push_back(Step{.done = {std::move(lowered)}, .held = {std::move(watched)}, .handler = std::move(handler)});
+    return hipSuccess;
+  }
+
+  QueueSupport& support_;
+  const RuntimeApi& api_;
+  SignalPool& signals_;
+  const int device_;
+  mutable std::mutex mutex_;
+  mutable std::deque<Step> steps_;
+  mutable std::atomic<std::uint64_t> progress_{0};
+  mutable std::atomic<hipError_t> fault_{hipSuccess};
+};
+
+}  // namespace
+
+SignalPool::~SignalPool() {
+  for (const hsa_signal_t signal : free_) (void)api_.hsa_signal_destroy(signal);
+}
+
+std::shared_ptr<SignalPool::Held> SignalPool::take(hsa_signal_value_t initial) {
+  hsa_signal_t signal{};
+  {
+    std::lock_guard lock{mutex_};
+    if (!free_.empty()) {
+      signal = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (signal.handle == 0 && api_.hsa_signal_create(initial, 0, nullptr, &signal) != HSA_STATUS_SUCCESS) return nullptr;
+  api_.hsa_signal_store_screlease(signal, initial);
+  try {
+    return std::make_shared<Held>(*this, signal);
+  } catch (...) {
+    give_back(signal);
+    throw;
+  }
+}
+
+void SignalPool::give_back(hsa_signal_t signal) noexcept {
+  std::lock_guard lock{mutex_};
+  try {
+    free_.push_back(signal);
+  } catch (...) {
+    (void)api_.hsa_signal_destroy(signal);  // no room to keep it: nothing uses it any more
+  }
+}
+
+std::unique_ptr<Queue> make_queue(QueueSupport& support, int device) {
+  return std::make_unique<RocrQueue>(support, device);
+}
+
+std::unique_ptr<Timestamp> make_timestamp(bool timing) { return std::make_unique<RocrTimestamp>(timing); }
+
+}  // namespace hipxx::backend::rocr
