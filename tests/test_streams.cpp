@@ -1066,6 +1066,101 @@ TEST_CASE("hipMemcpyAsync and hipMemsetAsync move real data in stream order") {
   CHECK(hipFree(second) == hipSuccess);
 }
 
+namespace {
+
+// Two allocations of `granule` bytes mapped side by side in one reserved range, read-write for device 0.
+struct TwoMappings {
+  explicit TwoMappings(std::size_t granule) : granule(granule) {
+    REQUIRE(hipMemAddressReserve(&base, 2 * granule, 0, nullptr, 0) == hipSuccess);
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    hipMemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    for (std::size_t index = 0; index < 2; ++index) {
+      REQUIRE(hipMemCreate(&handles[index], granule, &prop, 0) == hipSuccess);
+      REQUIRE(hipMemMap(at(index), granule, 0, handles[index], 0) == hipSuccess);
+      REQUIRE(hipMemSetAccess(at(index), granule, &access, 1) == hipSuccess);
+    }
+  }
+  TwoMappings(const TwoMappings&) = delete;
+  TwoMappings& operator=(const TwoMappings&) = delete;
+  ~TwoMappings() {
+    for (std::size_t index = 0; index < 2; ++index) {
+      CHECK(hipMemUnmap(at(index), granule) == hipSuccess);
+      CHECK(hipMemRelease(handles[index]) == hipSuccess);
+    }
+    CHECK(hipMemAddressFree(base, 2 * granule) == hipSuccess);
+  }
+  [[nodiscard]] void* at(std::size_t index) const { return static_cast<char*>(base) + index * granule; }
+
+  std::size_t granule;
+  void* base = nullptr;
+  std::array<hipMemGenericAllocationHandle_t, 2> handles{};
+};
+
+}  // namespace
+
+TEST_CASE("hipMemsetAsync sets exactly the bytes asked: odd offsets and lengths, large fills, across mappings") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  struct Fill {
+    std::size_t offset;
+    std::size_t bytes;
+    unsigned char value;
+  };
+  SUBCASE("hipMalloc memory") {
+    constexpr std::size_t kBytes = (std::size_t{3} << 20) + 8192;
+    void* device = malloc_device(kBytes);
+    std::vector<unsigned char> expected(kBytes, 0xEE);
+    REQUIRE(hipMemsetAsync(device, 0xEE, kBytes, stream) == hipSuccess);
+    const std::array<Fill, 9> fills{{{0, 1, 0x01},
+                                     {3, 1, 0x02},
+                                     {5, 4095, 0x03},
+                                     {4101, 4096, 0x04},
+                                     {8199, 4097, 0x05},
+                                     {16384, 3 * 4096 + 5, 0x06},
+                                     {65537, (std::size_t{1} << 20) + 7, 0x07},
+                                     {(std::size_t{2} << 20) + 1, (std::size_t{1} << 20) + 4000, 0x00},
+                                     {kBytes - 3, 3, 0xFF}}};
+    for (const Fill& fill : fills) {
+      REQUIRE(hipMemsetAsync(static_cast<char*>(device) + fill.offset, fill.value, fill.bytes, stream) == hipSuccess);
+      std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(fill.offset), fill.bytes, fill.value);
+    }
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(read_back(device, kBytes) == expected);
+    CHECK(hipFree(device) == hipSuccess);
+  }
+  SUBCASE("two mappings side by side in one reserved range") {
+    hipMemAllocationProp prop{};
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    std::size_t granule = 0;
+    REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+    REQUIRE(granule > 0);
+    // At least 64 KiB each, so that every fill below has room on both sides of the seam.
+    const std::size_t size = ((std::size_t{1} << 16) + granule - 1) / granule * granule;
+    {
+      const TwoMappings memory{size};
+      std::vector<unsigned char> expected(2 * size, 0x33);
+      REQUIRE(hipMemsetAsync(memory.base, 0x33, 2 * size, stream) == hipSuccess);
+      // Each crosses from the first mapping into the second.
+      const std::array<Fill, 3> fills{{{size - 1, 2, 0x44}, {size - 5000, 12001, 0x55}, {size / 2 + 3, size, 0x66}}};
+      for (const Fill& fill : fills) {
+        REQUIRE(hipMemsetAsync(static_cast<char*>(memory.base) + fill.offset, fill.value, fill.bytes, stream) ==
+                hipSuccess);
+        std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(fill.offset), fill.bytes, fill.value);
+      }
+      REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+      CHECK(read_back(memory.base, 2 * size) == expected);
+    }
+  }
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
 TEST_CASE("hipMemcpyAsync and hipMemsetAsync refusals") {
   LeakCheck leaks;
   void* device = malloc_device(4096);

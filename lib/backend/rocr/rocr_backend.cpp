@@ -147,6 +147,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   ~RocrBackend() override {
     if (bounce_ != nullptr) (void)api_.hsa_amd_memory_pool_free(bounce_);
     if (scratch_ != nullptr) (void)api_.hsa_amd_memory_pool_free(scratch_);
+    if (patterns_ != nullptr) (void)api_.hsa_amd_memory_pool_free(patterns_);
   }
 
   std::string_view name() const noexcept override { return "rocr"; }
@@ -180,6 +181,32 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       done += piece;
     }
     return pieces;
+  }
+  std::optional<std::vector<rocr::CopyPiece>> plan_fill(void* dst, std::size_t bytes) override {
+    std::vector<rocr::CopyPiece> pieces;
+    auto* const into = static_cast<unsigned char*>(dst);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      if (!to.device || to.reachable_by == 0) return std::nullopt;
+      pieces.push_back({.dst = into + done, .bytes = to.length, .engine = engine_of(to.reachable_by)});
+      done += to.length;
+    }
+    return pieces;
+  }
+  // A block of each byte value, made at the first fill on a queue: kFillPatternBytes * 256 of the
+  // CPU agent's pool, which the host may write.
+  const void* fill_pattern(unsigned char value) override {
+    std::lock_guard lock{bounce_mutex_};
+    if (patterns_ == nullptr) {
+      void* made = nullptr;
+      if (make_shared_host_buffer(rocr::kFillPatternBytes * 256, &made) != hipSuccess) return nullptr;
+      for (unsigned byte = 0; byte < 256; ++byte) {
+        std::memset(static_cast<unsigned char*>(made) + byte * rocr::kFillPatternBytes, static_cast<int>(byte),
+                    rocr::kFillPatternBytes);
+      }
+      patterns_ = made;
+    }
+    return static_cast<const unsigned char*>(patterns_) + value * rocr::kFillPatternBytes;
   }
   hsa_agent_t agent_for(int device) const noexcept override {
     if (device == hipCpuDeviceId || !valid(device)) return cpu_;
@@ -794,6 +821,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   std::mutex bounce_mutex_;
   void* bounce_ = nullptr;  // kBounceBytes of the CPU agent's pool, under bounce_mutex_
   void* scratch_ = nullptr;  // the queues' kScratchBytes of it, under bounce_mutex_
+  void* patterns_ = nullptr;  // fill_pattern's blocks of it, under bounce_mutex_
   rocr::SignalPool signals_{api_};  // declared after api_, which it uses
   AddressArena arena_{arena_shape(), reserve_chunk(), release_chunk()};
 };

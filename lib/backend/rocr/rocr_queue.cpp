@@ -11,10 +11,12 @@
 //                 ROCr's handler thread, not GPU clocks); without timing, the record is the last signal
 //   mark          nothing on the device: the number is remembered with the last step and reported
 //                 by progress() once that step's signals have all come down
-//   fill, write_word, wait_word
-//                 refused (hsa_amd_memory_fill does not take signals, and HSA has no operation that
-//                 writes or waits for a word in memory without a kernel): the runtime does them on the
-//                 host, in stream order
+//   fill          copies too (hsa_amd_memory_fill takes no signals): a block of the value from
+//                 the backend's pattern into the start of each piece, then copies within the piece that
+//                 double what is filled; a fill of memory no GPU may write is refused
+//   write_word, wait_word
+//                 refused (HSA has no operation that writes or waits for a word in memory without a
+//                 kernel): the runtime does them on the host, in stream order
 // Where a handler needs one signal and the last step has several, a four-byte copy within
 // barrier_scratch() that waits for them all stands for them.
 #include "backend/rocr/rocr_queue.hpp"
@@ -172,19 +174,9 @@ class RocrQueue final : public Queue {
     Step step{.held = after};
     hipError_t result = hipSuccess;
     for (const CopyPiece& piece : *pieces) {
-      SignalRef done = signals_.take(1);
-      if (!done) {
-        result = hipErrorOutOfMemory;
-        break;
-      }
-      const hsa_status_t status =
-          api_.hsa_amd_memory_async_copy(piece.dst, piece.engine, piece.src, piece.engine, piece.bytes,
-                                         static_cast<std::uint32_t>(dependencies.size()),
-                                         dependencies.empty() ? nullptr : dependencies.data(), done->get());
-      if (status != HSA_STATUS_SUCCESS) {
-        result = to_hip(status);
-        break;
-      }
+      SignalRef done;
+      result = start_copy(piece, dependencies, done);
+      if (result != hipSuccess) break;
       step.done.push_back(std::move(done));
     }
     // Pieces already started stay in the chain, so that later work still waits for them.
@@ -192,9 +184,42 @@ class RocrQueue final : public Queue {
     return result;
   }
 
-  hipError_t fill(void* /*dst*/, unsigned char /*value*/, std::size_t /*bytes*/) override {
-    return hipErrorNotSupported;
+  // Each piece of device memory takes a first block of the value from the backend's pattern, then
+  // doubles what it holds with copies within itself: log2(bytes / kFillPatternBytes) copies in a chain.
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    const std::optional<std::vector<CopyPiece>> pieces = support_.plan_fill(dst, bytes);
+    if (!pieces) return hipErrorNotSupported;
+    if (pieces->empty()) return hipSuccess;
+    const void* const pattern = support_.fill_pattern(value);
+    if (pattern == nullptr) return hipErrorNotSupported;  // the host can still fill it
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    const std::vector<SignalRef> after = tail_locked();
+    const std::vector<hsa_signal_t> dependencies = handles_of(after);
+    Step step{.held = after};
+    hipError_t result = hipSuccess;
+    for (const CopyPiece& piece : *pieces) {
+      auto* const start = static_cast<unsigned char*>(piece.dst);
+      SignalRef last;
+      for (std::size_t filled = 0; filled < piece.bytes;) {
+        const std::size_t block =
+            filled == 0 ? std::min(piece.bytes, kFillPatternBytes) : std::min(filled, piece.bytes - filled);
+        const CopyPiece part{
+            .dst = start + filled, .src = filled == 0 ? pattern : start, .bytes = block, .engine = piece.engine};
+        SignalRef done;
+        result = start_copy(part, last ? std::vector<hsa_signal_t>{last->get()} : dependencies, done);
+        if (result != hipSuccess) break;
+        if (last) step.held.push_back(std::move(last));
+        last = std::move(done);
+        filled += block;
+      }
+      if (last) step.done.push_back(std::move(last));
+      if (result != hipSuccess) break;
+    }
+    if (!step.done.empty()) steps_.push_back(std::move(step));
+    return result;
   }
+
   hipError_t write_word(void* /*address*/, std::size_t /*bytes*/, std::uint64_t /*value*/) override {
     return hipErrorNotSupported;
   }
@@ -314,6 +339,17 @@ class RocrQueue final : public Queue {
     }
   }
 
+  // Starts one copy after `dependencies`, with a fresh signal that comes down when it is done.
+  hipError_t start_copy(const CopyPiece& piece, const std::vector<hsa_signal_t>& dependencies, SignalRef& done) {
+    done = signals_.take(1);
+    if (!done) return hipErrorOutOfMemory;
+    const hsa_status_t status = api_.hsa_amd_memory_async_copy(
+        piece.dst, piece.engine, piece.src, piece.engine, piece.bytes, static_cast<std::uint32_t>(dependencies.size()),
+        dependencies.empty() ? nullptr : dependencies.data(), done->get());
+    if (status != HSA_STATUS_SUCCESS) done.reset();
+    return to_hip(status);
+  }
+
   // Drops the steps that are over, front first, taking their marks and any failure they report
   // (ROCr lowers a signal below zero where the work failed).
   void retire_locked() const noexcept {
@@ -358,17 +394,16 @@ class RocrQueue final : public Queue {
       single = std::move(after.front());
       return hipSuccess;
     }
-    single = signals_.take(after.empty() ? 0 : 1);
-    if (!single) return hipErrorOutOfMemory;
-    if (after.empty()) return hipSuccess;
+    if (after.empty()) {
+      single = signals_.take(0);
+      return single ? hipSuccess : hipErrorOutOfMemory;
+    }
     auto* const scratch = static_cast<unsigned char*>(support_.barrier_scratch());
     if (scratch == nullptr) return hipErrorOutOfMemory;
-    const std::vector<hsa_signal_t> dependencies = handles_of(after);
-    const hsa_agent_t engine = support_.agent_for(device_);
-    const hsa_status_t status = api_.hsa_amd_memory_async_copy(scratch + 4, engine, scratch, engine, 4,
-                                                               static_cast<std::uint32_t>(dependencies.size()),
-                                                               dependencies.data(), single->get());
-    if (status != HSA_STATUS_SUCCESS) return to_hip(status);
+    const CopyPiece barrier{.dst = scratch + 4, .src = scratch, .bytes = 4, .engine = support_.agent_for(device_)};
+    if (const hipError_t started = start_copy(barrier, handles_of(after), single); started != hipSuccess) {
+      return started;
+    }
     steps_.push_back(Step{.done = {single}, .held = std::move(after)});
     return hipSuccess;
   }

@@ -62,6 +62,9 @@ struct CopyPiece {
   hsa_agent_t engine{};
 };
 
+// The block of a value a fill on a queue starts from.
+inline constexpr std::size_t kFillPatternBytes = 4096;
+
 // What a queue needs of the backend that made it (which outlives its queues).
 class QueueSupport {
  public:
@@ -78,6 +81,11 @@ class QueueSupport {
   // some part needs the host (application memory, or device memory no one GPU reaches on both sides).
   [[nodiscard]] virtual std::optional<std::vector<CopyPiece>> plan_copy(void* dst, const void* src,
                                                                         std::size_t bytes) = 0;
+  // The pieces of a fill of device memory, each with an engine that may write it (`src` unused), or
+  // nothing where some part is not device memory a GPU may write.
+  [[nodiscard]] virtual std::optional<std::vector<CopyPiece>> plan_fill(void* dst, std::size_t bytes) = 0;
+  // kFillPatternBytes of `value` that every GPU may copy from; null where none can be had.
+  [[nodiscard]] virtual const void* fill_pattern(unsigned char value) = 0;
   // A device's GPU agent; the CPU agent for hipCpuDeviceId.
   [[nodiscard]] virtual hsa_agent_t agent_for(int device) const noexcept = 0;
   // Eight bytes of memory every GPU may copy within, for a copy that only orders others; null where
