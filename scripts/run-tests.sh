@@ -109,12 +109,13 @@ if [ -f build-tsan/build.ninja ]; then
   HIPXX_HOST_QUEUES=1 $tsan_wrapper meson test -C build-tsan --print-errorlogs --logbase tsan-queues \
     --timeout-multiplier=4 streams events pools cpp_streams cpp_pools || true
   logs+=("build-tsan/meson-logs/tsan-queues.json")
-  # The ROCr backend's suites under TSan where its threads meet the stand-in's copy thread (the whole
-  # 'rocr' suite runs in the plain and ASan+UBSan builds; all of it here would pass CI's time budget).
+  # The ROCr backend's suites under TSan where its threads meet the stand-in's copy and signal-handler
+  # threads through the device queues' signals (the whole 'rocr' suite runs in the plain and
+  # ASan+UBSan builds; all of it here would pass CI's time budget).
   echo
-  echo "==> TSan build, ROCr backend on the stand-in: concurrency, stream and memory tests"
+  echo "==> TSan build, ROCr backend on the stand-in: concurrency, stream, event, pool and memory tests"
   $tsan_wrapper meson test -C build-tsan --print-errorlogs --logbase tsan-rocr --timeout-multiplier=4 \
-    rocr-concurrency rocr-streams rocr-memory || true
+    rocr-concurrency rocr-streams rocr-events rocr-pools rocr-memory || true
   logs+=("build-tsan/meson-logs/tsan-rocr.json")
 fi
 
