@@ -148,6 +148,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     if (bounce_ != nullptr) (void)api_.hsa_amd_memory_pool_free(bounce_);
     if (scratch_ != nullptr) (void)api_.hsa_amd_memory_pool_free(scratch_);
     if (patterns_ != nullptr) (void)api_.hsa_amd_memory_pool_free(patterns_);
+    for (void* page : word_pages_) (void)api_.hsa_amd_memory_pool_free(page);
   }
 
   std::string_view name() const noexcept override { return "rocr"; }
@@ -207,6 +208,16 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       patterns_ = made;
     }
     return static_cast<const unsigned char*>(patterns_) + value * rocr::kFillPatternBytes;
+  }
+  std::shared_ptr<void> word_source() override {
+    std::lock_guard lock{bounce_mutex_};
+    if (free_words_.empty() && !add_word_page_locked()) return nullptr;
+    void* const word = free_words_.back();
+    free_words_.pop_back();
+    return {word, [this](void* returned) {
+              std::lock_guard returning{bounce_mutex_};
+              free_words_.push_back(returned);  // cannot throw: add_word_page_locked kept room for it
+            }};
   }
   hsa_agent_t agent_for(int device) const noexcept override {
     if (device == hipCpuDeviceId || !valid(device)) return cpu_;
@@ -562,6 +573,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
  private:
   static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
   static constexpr std::size_t kScratchBytes = 8;
+  static constexpr std::size_t kWordPageBytes = 4096;
 
   [[nodiscard]] static std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
     return (value + multiple - 1) / multiple * multiple;
@@ -752,6 +764,24 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
+  // Another page of eight-byte words for word_source(), with room kept for every word there is.
+  bool add_word_page_locked() {
+    constexpr std::size_t kWordsPerPage = kWordPageBytes / sizeof(std::uint64_t);
+    void* page = nullptr;
+    if (make_shared_host_buffer(kWordPageBytes, &page) != hipSuccess) return false;
+    try {
+      free_words_.reserve((word_pages_.size() + 1) * kWordsPerPage);
+      word_pages_.push_back(page);
+    } catch (...) {
+      (void)api_.hsa_amd_memory_pool_free(page);
+      return false;
+    }
+    for (std::size_t index = 0; index < kWordsPerPage; ++index) {
+      free_words_.push_back(static_cast<std::uint64_t*>(page) + index);
+    }
+    return true;
+  }
+
   // Requests the arena does not serve: ROCr reserves them, aligned by ROCr where it can align, else
   // over-reserved and the aligned part handed out (a reservation is freed whole, so the rest stays).
   std::uintptr_t reserve_directly(std::size_t size, std::size_t alignment, std::uintptr_t hint) {
@@ -822,6 +852,8 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   void* bounce_ = nullptr;  // kBounceBytes of the CPU agent's pool, under bounce_mutex_
   void* scratch_ = nullptr;  // the queues' kScratchBytes of it, under bounce_mutex_
   void* patterns_ = nullptr;  // fill_pattern's blocks of it, under bounce_mutex_
+  std::vector<void*> word_pages_;  // word_source's pages of it, under bounce_mutex_
+  std::vector<void*> free_words_;  // their words not in use, under bounce_mutex_
   rocr::SignalPool signals_{api_};  // declared after api_, which it uses
   AddressArena arena_{arena_shape(), reserve_chunk(), release_chunk()};
 };

@@ -14,9 +14,9 @@
 //   fill          copies too (hsa_amd_memory_fill takes no signals): a block of the value from
 //                 the backend's pattern into the start of each piece, then copies within the piece that
 //                 double what is filled; a fill of memory no GPU may write is refused
-//   write_word, wait_word
-//                 refused (HSA has no operation that writes or waits for a word in memory without a
-//                 kernel): the runtime does them on the host, in stream order
+//   write_word    a copy of the word's 4 or 8 bytes from pinned memory that holds the value
+//   wait_word     refused (HSA has no operation that waits for a word in memory without a kernel):
+//                 the runtime waits on the host, in stream order
 // Where a handler needs one signal and the last step has several, a four-byte copy within
 // barrier_scratch() that waits for them all stands for them.
 #include "backend/rocr/rocr_queue.hpp"
@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <utility>
@@ -220,8 +221,23 @@ class RocrQueue final : public Queue {
     return result;
   }
 
-  hipError_t write_word(void* /*address*/, std::size_t /*bytes*/, std::uint64_t /*value*/) override {
-    return hipErrorNotSupported;
+  // A copy of the word from pinned memory that holds the value until the copy is done; a copy engine
+  // writes a naturally aligned word whole.
+  hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    const std::optional<std::vector<CopyPiece>> pieces = support_.plan_fill(address, bytes);
+    if (!pieces || pieces->size() != 1) return hipErrorNotSupported;  // not device memory: the host's
+    std::shared_ptr<void> source = support_.word_source();
+    if (!source) return hipErrorNotSupported;
+    const auto narrow = static_cast<std::uint32_t>(value);
+    std::memcpy(source.get(), bytes == sizeof(narrow) ? static_cast<const void*>(&narrow) : &value, bytes);
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    const std::vector<SignalRef> after = tail_locked();
+    SignalRef done;
+    const CopyPiece word{.dst = address, .src = source.get(), .bytes = bytes, .engine = pieces->front().engine};
+    if (const hipError_t started = start_copy(word, handles_of(after), done); started != hipSuccess) return started;
+    steps_.push_back(Step{.done = {std::move(done)}, .held = after, .source = std::move(source)});
+    return hipSuccess;
   }
   hipError_t wait_word(const void* /*address*/, std::size_t /*bytes*/, const WordWait& /*wait*/) override {
     return hipErrorNotSupported;
@@ -317,6 +333,7 @@ class RocrQueue final : public Queue {
     std::vector<SignalRef> done{};  // the step is over once every one of them is down
     std::vector<SignalRef> held{};  // signals its work waits on or its handler watches, kept till then
     std::unique_ptr<HandlerWork> handler{};  // the argument of its handler, if it has one
+    std::shared_ptr<void> source{};  // the memory a written word is copied from
     std::uint64_t mark = 0;  // the number progress() reports once it is over
   };
 

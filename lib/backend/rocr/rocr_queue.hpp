@@ -86,6 +86,9 @@ class QueueSupport {
   [[nodiscard]] virtual std::optional<std::vector<CopyPiece>> plan_fill(void* dst, std::size_t bytes) = 0;
   // kFillPatternBytes of `value` that every GPU may copy from; null where none can be had.
   [[nodiscard]] virtual const void* fill_pattern(unsigned char value) = 0;
+  // Eight bytes every GPU may copy from, for the value of a word a queue writes; they go back to the
+  // backend when the last owner lets go. Null where none can be had.
+  [[nodiscard]] virtual std::shared_ptr<void> word_source() = 0;
   // A device's GPU agent; the CPU agent for hipCpuDeviceId.
   [[nodiscard]] virtual hsa_agent_t agent_for(int device) const noexcept = 0;
   // Eight bytes of memory every GPU may copy within, for a copy that only orders others; null where
