@@ -1,10 +1,10 @@
 #include "backend/host/host_queue.hpp"
 
+#include "backend/host_clock_timestamp.hpp"
 #include "backend/poll_until.hpp"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,60 +15,6 @@
 
 namespace hipxx::backend {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// What a record in a queue completes; shared with the queue's pending operation, since an event
-// may be destroyed while a record of it is still queued.
-class TimestampState {
- public:
-  // Each record starts a new point; only the latest one counts, as with a GPU event.
-  std::uint64_t begin_record() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
-  void pass(std::uint64_t record) {
-    std::lock_guard lock{mutex_};
-    if (record > passed_) {
-      passed_ = record;
-      at_ = Clock::now();
-    }
-  }
-  [[nodiscard]] std::uint64_t latest_record() const { return recorded_.load(std::memory_order_acquire); }
-  [[nodiscard]] bool passed(std::uint64_t record) const {
-    std::lock_guard lock{mutex_};
-    return passed_ >= record;
-  }
-  // Whether the latest record has been passed, and when.
-  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
-    std::lock_guard lock{mutex_};
-    return {passed_ >= recorded_.load(std::memory_order_acquire) && passed_ > 0, at_};
-  }
-
- private:
-  std::atomic<std::uint64_t> recorded_{0};
-  mutable std::mutex mutex_;
-  std::uint64_t passed_ = 0;
-  Clock::time_point at_{};
-};
-
-class HostTimestamp final : public Timestamp {
- public:
-  explicit HostTimestamp(bool timing) : timing_(timing) {}
-
-  hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
-    const auto* begin = dynamic_cast<const HostTimestamp*>(&start);
-    if (begin == nullptr || !timing_ || !begin->timing_) return hipErrorInvalidHandle;
-    const auto [begin_done, begin_at] = begin->state_->passed_at();
-    const auto [end_done, end_at] = state_->passed_at();
-    if (!begin_done || !end_done) return hipErrorNotReady;
-    *milliseconds = std::chrono::duration<float, std::milli>(end_at - begin_at).count();
-    return hipSuccess;
-  }
-
-  [[nodiscard]] const std::shared_ptr<TimestampState>& state() const noexcept { return state_; }
-
- private:
-  const bool timing_;
-  std::shared_ptr<TimestampState> state_ = std::make_shared<TimestampState>();
-};
 
 class HostQueue final : public Queue {
  public:
@@ -130,10 +76,10 @@ class HostQueue final : public Queue {
 
   // As a GPU's event wait: for the record that is the timestamp's latest now, not a later one.
   hipError_t wait_timestamp(Timestamp& timestamp) override {
-    auto* stamp = dynamic_cast<HostTimestamp*>(&timestamp);
+    auto* stamp = dynamic_cast<HostClockTimestamp*>(&timestamp);
     if (stamp == nullptr) return hipErrorNotSupported;
-    const std::uint64_t record = stamp->state()->latest_record();
-    return push([state = stamp->state(), record] { poll_until([&] { return state->passed(record); }); });
+    const std::uint64_t record = stamp->records()->latest_record();
+    return push([records = stamp->records(), record] { poll_until([&] { return records->passed(record); }); });
   }
 
   void complete(std::uint64_t sequence) noexcept override { progress_.store(sequence, std::memory_order_release); }
@@ -151,10 +97,10 @@ class HostQueue final : public Queue {
   }
 
   hipError_t record(Timestamp& timestamp) override {
-    auto* stamp = dynamic_cast<HostTimestamp*>(&timestamp);
+    auto* stamp = dynamic_cast<HostClockTimestamp*>(&timestamp);
     if (stamp == nullptr) return hipErrorNotSupported;
-    const std::uint64_t record = stamp->state()->begin_record();
-    return push([state = stamp->state(), record] { state->pass(record); });
+    const std::uint64_t record = stamp->records()->begin_record();
+    return push([records = stamp->records(), record] { records->pass(record); });
   }
 
   hipError_t fault() override { return fault_.load(std::memory_order_relaxed); }
@@ -209,6 +155,6 @@ class HostQueue final : public Queue {
 
 std::unique_ptr<Queue> make_host_queue(Backend& backend) { return std::make_unique<HostQueue>(backend); }
 
-std::unique_ptr<Timestamp> make_host_timestamp(bool timing) { return std::make_unique<HostTimestamp>(timing); }
+std::unique_ptr<Timestamp> make_host_timestamp(bool timing) { return std::make_unique<HostClockTimestamp>(timing); }
 
 }  // namespace hipxx::backend

@@ -21,11 +21,11 @@
 // barrier_scratch() that waits for them all stands for them.
 #include "backend/rocr/rocr_queue.hpp"
 
+#include "backend/host_clock_timestamp.hpp"
 #include "backend/rocr/hsa_status.hpp"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -35,54 +35,13 @@
 namespace hipxx::backend::rocr {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// What a timestamp's records reached: each record starts a new point and only the latest counts,
-// as with a GPU event. Shared with the handler that passes the point.
-class StampState {
+// A host-clock timestamp that also knows the signal that comes down once its latest record is passed,
+// for queues that wait for it.
+class RocrTimestamp final : public HostClockTimestamp {
  public:
-  std::uint64_t begin_record() {
-    std::lock_guard lock{mutex_};
-    return ++recorded_;
-  }
-  void pass(std::uint64_t record, Clock::time_point at) {
-    std::lock_guard lock{mutex_};
-    if (record > passed_) {
-      passed_ = record;
-      at_ = at;
-    }
-  }
-  // Whether the latest record has been passed, and when.
-  [[nodiscard]] std::pair<bool, Clock::time_point> passed_at() const {
-    std::lock_guard lock{mutex_};
-    return {passed_ > 0 && passed_ == recorded_, at_};
-  }
+  using HostClockTimestamp::HostClockTimestamp;
 
- private:
-  mutable std::mutex mutex_;
-  std::uint64_t recorded_ = 0;
-  std::uint64_t passed_ = 0;
-  Clock::time_point at_{};
-};
-
-class RocrTimestamp final : public Timestamp {
- public:
-  explicit RocrTimestamp(bool timing) : timing_(timing) {}
-
-  hipError_t elapsed_since(const Timestamp& start, float* milliseconds) const override {
-    const auto* begin = dynamic_cast<const RocrTimestamp*>(&start);
-    if (begin == nullptr || !timing_ || !begin->timing_) return hipErrorInvalidHandle;
-    const auto [begin_done, begin_at] = begin->state_->passed_at();
-    const auto [end_done, end_at] = state_->passed_at();
-    if (!begin_done || !end_done) return hipErrorNotReady;
-    *milliseconds = std::chrono::duration<float, std::milli>(end_at - begin_at).count();
-    return hipSuccess;
-  }
-
-  [[nodiscard]] bool timing() const noexcept { return timing_; }
-  [[nodiscard]] const std::shared_ptr<StampState>& state() const noexcept { return state_; }
-
-  // The signal that comes down once the latest record is passed; null before the first record.
+  // Null before the first record.
   [[nodiscard]] SignalRef point() const {
     std::lock_guard lock{mutex_};
     return point_;
@@ -93,8 +52,6 @@ class RocrTimestamp final : public Timestamp {
   }
 
  private:
-  const bool timing_;
-  const std::shared_ptr<StampState> state_ = std::make_shared<StampState>();
   mutable std::mutex mutex_;
   SignalRef point_;
 };
@@ -110,7 +67,7 @@ struct HandlerWork {
   std::uint64_t sequence = 0;
   hipError_t status = hipSuccess;
   // ...or a record.
-  std::shared_ptr<StampState> stamp{};
+  std::shared_ptr<HostClockRecords> stamp{};
   std::uint64_t record = 0;
 };
 
@@ -121,7 +78,7 @@ bool run_handler(hsa_signal_value_t value, void* argument) {
     work->call->run(work->call, status);  // frees the call
     work->queue->complete(work->sequence);
   } else {
-    work->stamp->pass(work->record, Clock::now());
+    work->stamp->pass(work->record);
   }
   const RuntimeApi* const api = work->api;
   const hsa_signal_t gate = work->gate;
@@ -306,7 +263,7 @@ class RocrQueue final : public Queue {
     }
     SignalRef gate;
     if (const hipError_t added = add_handler_step_locked(
-            HandlerWork{.stamp = stamp->state(), .record = stamp->state()->begin_record()}, &gate);
+            HandlerWork{.stamp = stamp->records(), .record = stamp->records()->begin_record()}, &gate);
         added != hipSuccess) {
       return added;
     }
