@@ -124,22 +124,12 @@ class RocrQueue final : public Queue {
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
     const std::optional<std::vector<CopyPiece>> pieces = support_.plan_copy(dst, src, bytes);
     if (!pieces) return hipErrorNotSupported;
-    if (pieces->empty()) return hipSuccess;
-    std::lock_guard lock{mutex_};
-    retire_locked();
-    const std::vector<SignalRef> after = tail_locked();
-    const std::vector<hsa_signal_t> dependencies = handles_of(after);
-    Step step{.held = after};
-    hipError_t result = hipSuccess;
-    for (const CopyPiece& piece : *pieces) {
+    return add_pieces(*pieces, [&](const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
       SignalRef done;
-      result = start_copy(piece, dependencies, done);
-      if (result != hipSuccess) break;
-      step.done.push_back(std::move(done));
-    }
-    // Pieces already started stay in the chain, so that later work still waits for them.
-    if (!step.done.empty()) steps_.push_back(std::move(step));
-    return result;
+      const hipError_t started = start_copy(piece, after, done);
+      if (started == hipSuccess) step.done.push_back(std::move(done));
+      return started;
+    });
   }
 
   // Each piece of device memory takes a first block of the value from the backend's pattern, then
@@ -150,32 +140,25 @@ class RocrQueue final : public Queue {
     if (pieces->empty()) return hipSuccess;
     const void* const pattern = support_.fill_pattern(value);
     if (pattern == nullptr) return hipErrorNotSupported;  // the host can still fill it
-    std::lock_guard lock{mutex_};
-    retire_locked();
-    const std::vector<SignalRef> after = tail_locked();
-    const std::vector<hsa_signal_t> dependencies = handles_of(after);
-    Step step{.held = after};
-    hipError_t result = hipSuccess;
-    for (const CopyPiece& piece : *pieces) {
+    return add_pieces(*pieces, [&](const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
       auto* const start = static_cast<unsigned char*>(piece.dst);
       SignalRef last;
+      hipError_t result = hipSuccess;
       for (std::size_t filled = 0; filled < piece.bytes;) {
         const std::size_t block =
             filled == 0 ? std::min(piece.bytes, kFillPatternBytes) : std::min(filled, piece.bytes - filled);
         const CopyPiece part{
             .dst = start + filled, .src = filled == 0 ? pattern : start, .bytes = block, .engine = piece.engine};
         SignalRef done;
-        result = start_copy(part, last ? std::vector<hsa_signal_t>{last->get()} : dependencies, done);
+        result = start_copy(part, last ? std::vector<hsa_signal_t>{last->get()} : after, done);
         if (result != hipSuccess) break;
         if (last) step.held.push_back(std::move(last));
         last = std::move(done);
         filled += block;
       }
       if (last) step.done.push_back(std::move(last));
-      if (result != hipSuccess) break;
-    }
-    if (!step.done.empty()) steps_.push_back(std::move(step));
-    return result;
+      return result;
+    });
   }
 
   // A copy of the word from pinned memory that holds the value until the copy is done; a copy engine
@@ -311,6 +294,26 @@ class RocrQueue final : public Queue {
     while (known < sequence &&
            !progress_.compare_exchange_weak(known, sequence, std::memory_order_release, std::memory_order_relaxed)) {
     }
+  }
+
+  // One step for the pieces of a copy or fill, each started by `start(piece, after, step)` once the
+  // work so far is done; the pieces run side by side. Pieces already started when one fails stay in
+  // the chain, so that later work still waits for them.
+  template <class StartPiece>
+  hipError_t add_pieces(const std::vector<CopyPiece>& pieces, StartPiece&& start) {
+    if (pieces.empty()) return hipSuccess;
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    const std::vector<SignalRef> after = tail_locked();
+    const std::vector<hsa_signal_t> dependencies = handles_of(after);
+    Step step{.held = after};
+    hipError_t result = hipSuccess;
+    for (const CopyPiece& piece : pieces) {
+      result = start(piece, dependencies, step);
+      if (result != hipSuccess) break;
+    }
+    if (!step.done.empty()) steps_.push_back(std::move(step));
+    return result;
   }
 
   // Starts one copy after `dependencies`, with a fresh signal that comes down when it is done.
