@@ -1070,12 +1070,18 @@ namespace {
 
 // Two allocations of `granule` bytes mapped side by side in one reserved range, read-write for device 0.
 struct TwoMappings {
-  explicit TwoMappings(std::size_t granule) : granule(granule) {
-    REQUIRE(hipMemAddressReserve(&base, 2 * granule, 0, nullptr, 0) == hipSuccess);
+  // Device memory on device 0.
+  [[nodiscard]] static hipMemAllocationProp device_prop() {
     hipMemAllocationProp prop{};
     prop.type = hipMemAllocationTypePinned;
     prop.location.type = hipMemLocationTypeDevice;
     prop.location.id = 0;
+    return prop;
+  }
+
+  explicit TwoMappings(std::size_t granule) : granule(granule) {
+    REQUIRE(hipMemAddressReserve(&base, 2 * granule, 0, nullptr, 0) == hipSuccess);
+    const hipMemAllocationProp prop = device_prop();
     hipMemAccessDesc access{};
     access.location = prop.location;
     access.flags = hipMemAccessFlagsProtReadWrite;
@@ -1134,10 +1140,7 @@ TEST_CASE("hipMemsetAsync sets exactly the bytes asked: odd offsets and lengths,
     CHECK(hipFree(device) == hipSuccess);
   }
   SUBCASE("two mappings side by side in one reserved range") {
-    hipMemAllocationProp prop{};
-    prop.type = hipMemAllocationTypePinned;
-    prop.location.type = hipMemLocationTypeDevice;
-    prop.location.id = 0;
+    const hipMemAllocationProp prop = TwoMappings::device_prop();
     std::size_t granule = 0;
     REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
     REQUIRE(granule > 0);
