@@ -1109,7 +1109,9 @@ struct TwoMappings {
 
 }  // namespace
 
-TEST_CASE("hipMemsetAsync sets exactly the bytes asked: odd offsets and lengths, large fills, across mappings") {
+TEST_CASE(
+    "hipMemsetAsync and hipMemset set exactly the bytes asked: odd offsets and lengths, large fills, "
+    "across mappings") {
   LeakCheck leaks;
   hipStream_t stream = make_stream(hipStreamNonBlocking);
   struct Fill {
@@ -1120,23 +1122,30 @@ TEST_CASE("hipMemsetAsync sets exactly the bytes asked: odd offsets and lengths,
   SUBCASE("hipMalloc memory") {
     constexpr std::size_t kBytes = (std::size_t{3} << 20) + 8192;
     void* device = malloc_device(kBytes);
-    std::vector<unsigned char> expected(kBytes, 0xEE);
-    REQUIRE(hipMemsetAsync(device, 0xEE, kBytes, stream) == hipSuccess);
-    const std::array<Fill, 9> fills{{{0, 1, 0x01},
-                                     {3, 1, 0x02},
-                                     {5, 4095, 0x03},
-                                     {4101, 4096, 0x04},
-                                     {8199, 4097, 0x05},
-                                     {16384, 3 * 4096 + 5, 0x06},
-                                     {65537, (std::size_t{1} << 20) + 7, 0x07},
-                                     {(std::size_t{2} << 20) + 1, (std::size_t{1} << 20) + 4000, 0x00},
-                                     {kBytes - 3, 3, 0xFF}}};
-    for (const Fill& fill : fills) {
-      REQUIRE(hipMemsetAsync(static_cast<char*>(device) + fill.offset, fill.value, fill.bytes, stream) == hipSuccess);
-      std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(fill.offset), fill.bytes, fill.value);
+    // Fewer bytes than a word at a word's start, and six bytes that hold no whole word, among them.
+    const std::array<Fill, 10> fills{{{0, 1, 0x01},
+                                      {3, 1, 0x02},
+                                      {5, 4095, 0x03},
+                                      {4101, 4096, 0x04},
+                                      {8199, 4097, 0x05},
+                                      {16384, 3 * 4096 + 5, 0x06},
+                                      {65537, (std::size_t{1} << 20) + 7, 0x07},
+                                      {(std::size_t{2} << 20) + 1, (std::size_t{1} << 20) + 4000, 0x00},
+                                      {(std::size_t{3} << 20) + 4097, 6, 0x09},
+                                      {kBytes - 3, 3, 0xFF}}};
+    for (const bool on_stream : {true, false}) {
+      CAPTURE(on_stream);
+      std::vector<unsigned char> expected(kBytes, 0xEE);
+      REQUIRE(hipMemset(device, 0xEE, kBytes) == hipSuccess);
+      for (const Fill& fill : fills) {
+        char* const at = static_cast<char*>(device) + fill.offset;
+        REQUIRE((on_stream ? hipMemsetAsync(at, fill.value, fill.bytes, stream)
+                           : hipMemset(at, fill.value, fill.bytes)) == hipSuccess);
+        std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(fill.offset), fill.bytes, fill.value);
+      }
+      REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+      CHECK(read_back(device, kBytes) == expected);
     }
-    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
-    CHECK(read_back(device, kBytes) == expected);
     CHECK(hipFree(device) == hipSuccess);
   }
   SUBCASE("two mappings side by side in one reserved range") {

@@ -660,28 +660,30 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return staged_copy(dst, to, src, from, bytes);
   }
 
-  // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first and after the
-  // last such word are copied in from a buffer of the value.
+  // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first such word and
+  // after the last (all of them, where the range holds no whole word) are copied in from a buffer of
+  // the value. [begin, words) head, [words, words_end) words, [words_end, end) tail: each at most 3
+  // bytes but the words.
   hipError_t fill_device(unsigned char* start, const Place& to, unsigned char value) {
-    const std::uintptr_t first_word = (address_of(start) + 3) & ~std::uintptr_t{3};
-    const std::uintptr_t end = address_of(start) + to.length;
-    const std::uintptr_t words_end = std::max(first_word, end & ~std::uintptr_t{3});
-    if (words_end > first_word) {
+    const std::uintptr_t begin = address_of(start);
+    const std::uintptr_t end = begin + to.length;
+    const std::uintptr_t words = std::min((begin + 3) & ~std::uintptr_t{3}, end);
+    const std::uintptr_t words_end = std::max(words, end & ~std::uintptr_t{3});
+    if (words_end > words) {
       const std::uint32_t pattern = 0x01010101U * value;
-      if (const hsa_status_t status =
-              api_.hsa_amd_memory_fill(pointer_to(first_word), pattern, (words_end - first_word) / 4);
+      if (const hsa_status_t status = api_.hsa_amd_memory_fill(pointer_to(words), pattern, (words_end - words) / 4);
           status != rocr::HSA_STATUS_SUCCESS) {
         return to_hip(status);
       }
     }
     const std::array<unsigned char, 4> pattern_bytes{value, value, value, value};
-    const std::size_t head = std::min<std::uintptr_t>(first_word, end) - address_of(start);
-    if (head > 0) {
-      if (const hipError_t error = staged_copy(start, to, pattern_bytes.data(), Place{}, head); error != hipSuccess) {
+    if (words > begin) {
+      if (const hipError_t error = staged_copy(start, to, pattern_bytes.data(), Place{}, words - begin);
+          error != hipSuccess) {
         return error;
       }
     }
-    if (words_end > first_word && end > words_end) {
+    if (end > words_end) {
       return staged_copy(pointer_to(words_end), to, pattern_bytes.data(), Place{}, end - words_end);
     }
     return hipSuccess;
