@@ -1173,6 +1173,84 @@ TEST_CASE(
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
+TEST_CASE(
+    "hipMemcpyAsync and hipMemcpy move exactly the bytes asked: odd offsets and lengths, every direction, "
+    "across mappings") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  const hipMemAllocationProp prop = TwoMappings::device_prop();
+  std::size_t granule = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+  REQUIRE(granule > 0);
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t size = (3 * kMiB + granule - 1) / granule * granule;  // each of the two mappings
+  const TwoMappings mapped{size};
+  constexpr std::size_t kLinear = 3 * kMiB + 8192;
+  void* linear = malloc_device(kLinear);
+  std::vector<unsigned char> host(kLinear);
+
+  enum class Where { host, linear, mapped };
+  struct Copy {
+    Where to;
+    std::size_t to_offset;
+    Where from;
+    std::size_t from_offset;
+    std::size_t bytes;
+  };
+  // Larger than a staging buffer's megabyte and not a multiple of anything, across the seam of the
+  // two mappings, within them, and a few bytes at odd places.
+  const std::array<Copy, 8> copies{{{Where::linear, 1, Where::host, 0, 3 * kMiB + 5},
+                                    {Where::mapped, size - kMiB - 3, Where::linear, 7, 2 * kMiB + 11},
+                                    {Where::mapped, size + 9, Where::mapped, 5, 12345},
+                                    {Where::host, 3, Where::mapped, size - 2, 4},
+                                    {Where::linear, 2, Where::linear, kMiB + 3, 1},
+                                    {Where::mapped, 1, Where::host, 11, 5},
+                                    {Where::linear, kLinear - 3, Where::mapped, 2 * size - 3, 3},
+                                    {Where::host, 100, Where::linear, 1, 3 * kMiB}}};
+  for (const bool on_stream : {true, false}) {
+    CAPTURE(on_stream);
+    host = pattern(kLinear, on_stream ? 3 : 4);
+    REQUIRE(hipMemset(linear, 0x11, kLinear) == hipSuccess);
+    REQUIRE(hipMemset(mapped.base, 0x22, 2 * size) == hipSuccess);
+    // What each should hold afterwards.
+    std::vector<unsigned char> host_model = host;
+    std::vector<unsigned char> linear_model(kLinear, 0x11);
+    std::vector<unsigned char> mapped_model(2 * size, 0x22);
+    const auto address = [&](Where where, std::size_t offset) -> unsigned char* {
+      switch (where) {
+        case Where::host: return host.data() + offset;
+        case Where::linear: return static_cast<unsigned char*>(linear) + offset;
+        case Where::mapped: return static_cast<unsigned char*>(mapped.base) + offset;
+      }
+      return nullptr;
+    };
+    const auto model = [&](Where where, std::size_t offset) {
+      switch (where) {
+        case Where::host: return host_model.begin() + static_cast<std::ptrdiff_t>(offset);
+        case Where::linear: return linear_model.begin() + static_cast<std::ptrdiff_t>(offset);
+        case Where::mapped: return mapped_model.begin() + static_cast<std::ptrdiff_t>(offset);
+      }
+      return host_model.end();
+    };
+    for (const Copy& copy : copies) {
+      CAPTURE(copy.to_offset);
+      CAPTURE(copy.from_offset);
+      unsigned char* const dst = address(copy.to, copy.to_offset);
+      const unsigned char* const src = address(copy.from, copy.from_offset);
+      REQUIRE((on_stream ? hipMemcpyAsync(dst, src, copy.bytes, hipMemcpyDefault, stream)
+                         : hipMemcpy(dst, src, copy.bytes, hipMemcpyDefault)) == hipSuccess);
+      const auto from = model(copy.from, copy.from_offset);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(copy.bytes), model(copy.to, copy.to_offset));
+    }
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(host == host_model);
+    CHECK(read_back(linear, kLinear) == linear_model);
+    CHECK(read_back(mapped.base, 2 * size) == mapped_model);
+  }
+  CHECK(hipFree(linear) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
 TEST_CASE("hipMemcpyAsync and hipMemsetAsync refusals") {
   LeakCheck leaks;
   void* device = malloc_device(4096);
