@@ -106,7 +106,7 @@ struct HostCall {
   std::uint64_t sequence = 0;
 };
 
-// A backend's own in-order work queue on one device (a CUstream; an HSA queue on ROCr), so stream
+// A backend's own in-order work queue on one device (a CUstream; a chain of signals on ROCr), so stream
 // work runs on the device with no host thread in the way. The runtime numbers the work it puts on a
 // queue and has the queue write a number, after that work, to a progress word in host memory where
 // it needs to know when the queue gets there (a wait, an event, a pool's free): reading the word
