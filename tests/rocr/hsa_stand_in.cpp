@@ -11,7 +11,7 @@
 //            rights only, so host code that dereferences device memory faults, as on a GPU. GPU
 //            access happens only inside the stand-in (copies, fills), through its own mapping of the
 //            memfd, after checking the GPU's rights.
-//   copies   hsa_amd_memory_async_copy checks both ranges, then runs on a worker thread once its
+//   copies   hsa_amd_memory_async_copy checks both ranges, then runs on one of three worker threads once its
 //            dependency signals read 0 (after HIPXX_STAND_IN_COPY_DELAY_US, default 200, so that a
 //            backend that does not wait for the completion signal sees stale memory).
 //   handlers hsa_amd_signal_async_handler's handlers are called on a thread of the stand-in's own,

@@ -1,15 +1,18 @@
-// The stand-in's signals, the worker thread that runs asynchronous operations (the "DMA engine"), and
+// The stand-in's signals, the worker threads that run asynchronous operations (the "copy engines"), and
 // the thread that calls the handlers of hsa_amd_signal_async_handler (ROCr's asynchronous-handler
 // thread).
 //
 // A signal's value lives under the state's one mutex, and every change wakes the one condition
-// variable that waiting threads, the worker and the handler thread sleep on: simple, and ordered the
+// variable that waiting threads, the workers and the handler thread sleep on: simple, and ordered the
 // way the scacquire and screlease orders require, since every load and store takes that mutex.
 //
-// The worker takes the first queued job whose dependency signals all read 0 (so that a job waiting
+// Each worker takes the first queued job whose dependency signals all read 0 (so that a job waiting
 // on a later one never blocks it), runs it without the lock, then decrements its completion signal.
-// It starts with the first job, not with hsa_init, so that a process may fork before it copies; a
-// forked child that copies starts its own (threads do not survive fork).
+// There are several, as a GPU has several copy engines: jobs that nothing orders run side by side and
+// finish in any order, so a backend that leaves out a dependency reads or writes too early (with one
+// worker, the order jobs were queued in would hide it). They start with the first job, not with
+// hsa_init, so that a process may fork before it copies; a forked child that copies starts its own
+// (threads do not survive fork).
 //
 // The handler thread likewise starts with the first registration (and per process). It calls one
 // handler at a time, never on the registering thread (even where the condition holds at once), and
@@ -25,13 +28,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace hipxx::backend::rocr::stand_in {
 namespace {
 
-pthread_t worker_thread{};
+constexpr std::size_t kCopyEngines = 3;
+std::mutex data_movement;  // held while a job's work runs
+std::array<pthread_t, kCopyEngines> worker_threads{};
 // The handler threads not yet joined, under the state's mutex: calls on them may outlast hsa_init.
 // Not a thread_local: LeakSanitizer misreads the dynamic TLS of a dlopen()ed library (it takes a
 // garbage range for it and faults while scanning at exit).
@@ -91,7 +101,19 @@ void finish(State& s, Job& job) {
   s.changed.notify_all();
 }
 
+// A thread takes its malloc arena at its first allocation, reserving address space that no one may
+// touch. A worker that ran no job yet would take it in the middle of whatever the application does
+// then (the tests' leak checks count such ranges), so each takes it as it starts. The block's
+// address is published so that the allocation cannot be left out.
+void take_malloc_arena() {
+  static std::atomic<std::string*> published{nullptr};
+  const auto block = std::make_unique<std::string>(256, 'x');
+  published.store(block.get(), std::memory_order_relaxed);
+  published.store(nullptr, std::memory_order_relaxed);
+}
+
 void* worker_main(void* /*unused*/) {
+  take_malloc_arena();
   State& s = state();
   std::unique_lock lock{s.mutex};
   while (!s.worker_stop) {
@@ -105,19 +127,25 @@ void* worker_main(void* /*unused*/) {
     const auto delay = s.config.copy_delay;
     lock.unlock();
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
-    if (job.work) job.work();
+    if (job.work) {
+      // One job moves bytes at a time: a stream may wait on a word that another stream writes, which
+      // copy engines do a word at a time; here the two would be a data race of the stand-in's own.
+      const std::lock_guard moving{data_movement};
+      job.work();
+    }
     lock.lock();
     finish(s, job);
   }
-  s.worker_running = false;
   return nullptr;
 }
 
 void start_worker(State& s) {
   if (s.worker_running && s.worker_pid == getpid()) return;
   s.worker_stop = false;
-  if (pthread_create(&worker_thread, nullptr, worker_main, nullptr) != 0) {
-    fatal("cannot start the thread that runs asynchronous copies");
+  for (pthread_t& thread : worker_threads) {
+    if (pthread_create(&thread, nullptr, worker_main, nullptr) != 0) {
+      fatal("cannot start the threads that run asynchronous copies");
+    }
   }
   s.worker_running = true;
   s.worker_pid = getpid();
@@ -190,10 +218,11 @@ void stop_worker(std::unique_lock<std::mutex>& lock) {
   if (!s.worker_running || s.worker_pid != getpid()) return;
   s.worker_stop = true;
   s.changed.notify_all();
-  const pthread_t thread = worker_thread;
+  const std::array<pthread_t, kCopyEngines> threads = worker_threads;
   lock.unlock();
-  pthread_join(thread, nullptr);
+  for (const pthread_t thread : threads) pthread_join(thread, nullptr);
   lock.lock();
+  s.worker_running = false;
   s.worker_stop = false;
   if (!s.jobs.empty()) {
     complain("hsa_shut_down: " + std::to_string(s.jobs.size()) +
