@@ -146,7 +146,6 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   // The runtime lives until the process ends; what ROCr holds for it goes with the process.
   ~RocrBackend() override {
     if (bounce_ != nullptr) (void)api_.hsa_amd_memory_pool_free(bounce_);
-    if (scratch_ != nullptr) (void)api_.hsa_amd_memory_pool_free(scratch_);
     if (patterns_ != nullptr) (void)api_.hsa_amd_memory_pool_free(patterns_);
     for (void* page : word_pages_) (void)api_.hsa_amd_memory_pool_free(page);
   }
@@ -222,11 +221,6 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   hsa_agent_t agent_for(int device) const noexcept override {
     if (device == hipCpuDeviceId || !valid(device)) return cpu_;
     return gpus_[static_cast<std::size_t>(device)].agent;
-  }
-  void* barrier_scratch() override {
-    std::lock_guard lock{bounce_mutex_};
-    if (scratch_ == nullptr) (void)make_shared_host_buffer(kScratchBytes, &scratch_);
-    return scratch_;
   }
 
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
@@ -572,7 +566,6 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
 
  private:
   static constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
-  static constexpr std::size_t kScratchBytes = 8;
   static constexpr std::size_t kWordPageBytes = 4096;
 
   [[nodiscard]] static std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
@@ -852,7 +845,6 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   std::unordered_map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> widened_;  // aligned -> reserved
   std::mutex bounce_mutex_;
   void* bounce_ = nullptr;  // kBounceBytes of the CPU agent's pool, under bounce_mutex_
-  void* scratch_ = nullptr;  // the queues' kScratchBytes of it, under bounce_mutex_
   void* patterns_ = nullptr;  // fill_pattern's blocks of it, under bounce_mutex_
   std::vector<void*> word_pages_;  // word_source's pages of it, under bounce_mutex_
   std::vector<void*> free_words_;  // their words not in use, under bounce_mutex_

@@ -17,8 +17,8 @@
 //   write_word    a copy of the word's 4 or 8 bytes from pinned memory that holds the value
 //   wait_word     refused (HSA has no operation that waits for a word in memory without a kernel):
 //                 the runtime waits on the host, in stream order
-// Where a handler needs one signal and the last step has several, a four-byte copy within
-// barrier_scratch() that waits for them all stands for them.
+// Where a handler needs one signal and the last step has several, a four-byte copy within the
+// queue's own eight pinned bytes (one word_source() slot) that waits for them all stands for them.
 #include "backend/rocr/rocr_queue.hpp"
 
 #include "backend/host_clock_timestamp.hpp"
@@ -375,8 +375,10 @@ class RocrQueue final : public Queue {
       single = signals_.take(0);
       return single ? hipSuccess : hipErrorOutOfMemory;
     }
-    auto* const scratch = static_cast<unsigned char*>(support_.barrier_scratch());
-    if (scratch == nullptr) return hipErrorOutOfMemory;
+    // The queue's own bytes: its barrier copies are ordered one after another, never side by side.
+    if (!scratch_) scratch_ = support_.word_source();
+    if (!scratch_) return hipErrorOutOfMemory;
+    auto* const scratch = static_cast<unsigned char*>(scratch_.get());
     const CopyPiece barrier{.dst = scratch + 4, .src = scratch, .bytes = 4, .engine = support_.agent_for(device_)};
     if (const hipError_t started = start_copy(barrier, handles_of(after), single); started != hipSuccess) {
       return started;
@@ -411,6 +413,7 @@ class RocrQueue final : public Queue {
   const int device_;
   mutable std::mutex mutex_;
   mutable std::deque<Step> steps_;
+  std::shared_ptr<void> scratch_;  // eight bytes for barrier copies, taken at the first one
   mutable std::atomic<std::uint64_t> progress_{0};
   mutable std::atomic<hipError_t> fault_{hipSuccess};
 };

@@ -91,9 +91,6 @@ class QueueSupport {
   [[nodiscard]] virtual std::shared_ptr<void> word_source() = 0;
   // A device's GPU agent; the CPU agent for hipCpuDeviceId.
   [[nodiscard]] virtual hsa_agent_t agent_for(int device) const noexcept = 0;
-  // Eight bytes of memory every GPU may copy within, for a copy that only orders others; null where
-  // none can be had.
-  [[nodiscard]] virtual void* barrier_scratch() = 0;
 };
 
 // A queue for one device's streams, or null where ROCr cannot make the signals it starts with.
