@@ -1068,7 +1068,8 @@ TEST_CASE("hipMemcpyAsync and hipMemsetAsync move real data in stream order") {
 
 namespace {
 
-// Two allocations of `granule` bytes mapped side by side in one reserved range, read-write for device 0.
+// Two allocations of `granule` bytes on device 0 mapped side by side in one reserved range,
+// read-write for devices 0 to `devices` - 1.
 struct TwoMappings {
   // Device memory on device 0.
   [[nodiscard]] static hipMemAllocationProp device_prop() {
@@ -1079,16 +1080,18 @@ struct TwoMappings {
     return prop;
   }
 
-  explicit TwoMappings(std::size_t granule) : granule(granule) {
+  explicit TwoMappings(std::size_t granule, int devices = 1) : granule(granule) {
     REQUIRE(hipMemAddressReserve(&base, 2 * granule, 0, nullptr, 0) == hipSuccess);
     const hipMemAllocationProp prop = device_prop();
-    hipMemAccessDesc access{};
-    access.location = prop.location;
-    access.flags = hipMemAccessFlagsProtReadWrite;
+    std::vector<hipMemAccessDesc> access(static_cast<std::size_t>(devices));
+    for (int device = 0; device < devices; ++device) {
+      access[static_cast<std::size_t>(device)].location = {hipMemLocationTypeDevice, device};
+      access[static_cast<std::size_t>(device)].flags = hipMemAccessFlagsProtReadWrite;
+    }
     for (std::size_t index = 0; index < 2; ++index) {
       REQUIRE(hipMemCreate(&handles[index], granule, &prop, 0) == hipSuccess);
       REQUIRE(hipMemMap(at(index), granule, 0, handles[index], 0) == hipSuccess);
-      REQUIRE(hipMemSetAccess(at(index), granule, &access, 1) == hipSuccess);
+      REQUIRE(hipMemSetAccess(at(index), granule, access.data(), access.size()) == hipSuccess);
     }
   }
   TwoMappings(const TwoMappings&) = delete;
@@ -1249,6 +1252,49 @@ TEST_CASE(
   }
   CHECK(hipFree(linear) == hipSuccess);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+// The fills on device 0's stream take a while (many pieces of work on a GPU's copy engines, or the
+// stand-in's delayed copies), so a copy on device 1's stream that did not wait would read old bytes.
+TEST_CASE("an event recorded on one device's stream orders device-to-device work on another device's stream" *
+          doctest::test_suite("devices-2")) {
+  int devices = 0;
+  REQUIRE(hipGetDeviceCount(&devices) == hipSuccess);
+  REQUIRE(devices >= 2);
+  LeakCheck leaks;
+  const hipMemAllocationProp prop = TwoMappings::device_prop();
+  std::size_t granule = 0;
+  REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+  REQUIRE(granule > 0);
+  const std::size_t size = ((std::size_t{8} << 20) + granule - 1) / granule * granule;
+  {
+    const TwoMappings memory{size, 2};
+    auto* const written = static_cast<unsigned char*>(memory.at(0));
+    void* const copied = memory.at(1);
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+    const hipStream_t producer = make_stream(hipStreamNonBlocking);
+    hipEvent_t done = nullptr;
+    REQUIRE(hipEventCreateWithFlags(&done, hipEventDisableTiming) == hipSuccess);
+    REQUIRE(hipSetDevice(1) == hipSuccess);
+    const hipStream_t consumer = make_stream(hipStreamNonBlocking);
+    for (unsigned char round = 1; round <= 3; ++round) {
+      CAPTURE(static_cast<int>(round));
+      // Sixteen fills, each of half a megabyte, then the whole in this round's value.
+      for (std::size_t part = 0; part < 16; ++part) {
+        REQUIRE(hipMemsetAsync(written + part * (size / 16), 0xF0 + part, size / 16, producer) == hipSuccess);
+      }
+      REQUIRE(hipMemsetAsync(written, round, size, producer) == hipSuccess);
+      REQUIRE(hipEventRecord(done, producer) == hipSuccess);
+      REQUIRE(hipStreamWaitEvent(consumer, done, 0) == hipSuccess);
+      REQUIRE(hipMemcpyAsync(copied, written, size, hipMemcpyDeviceToDevice, consumer) == hipSuccess);
+      REQUIRE(hipStreamSynchronize(consumer) == hipSuccess);
+      CHECK(read_back(copied, size) == std::vector<unsigned char>(size, round));
+    }
+    CHECK(hipStreamDestroy(consumer) == hipSuccess);
+    REQUIRE(hipSetDevice(0) == hipSuccess);
+    CHECK(hipStreamDestroy(producer) == hipSuccess);
+    CHECK(hipEventDestroy(done) == hipSuccess);
+  }
 }
 
 TEST_CASE("hipMemcpyAsync and hipMemsetAsync refusals") {
