@@ -125,10 +125,7 @@ class RocrQueue final : public Queue {
     const std::optional<std::vector<CopyPiece>> pieces = support_.plan_copy(dst, src, bytes);
     if (!pieces) return hipErrorNotSupported;
     return add_pieces(*pieces, [&](const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
-      SignalRef done;
-      const hipError_t started = start_copy(piece, after, done);
-      if (started == hipSuccess) step.done.push_back(std::move(done));
-      return started;
+      return add_copy(piece, after, step);
     });
   }
 
@@ -170,14 +167,11 @@ class RocrQueue final : public Queue {
     if (!source) return hipErrorNotSupported;
     const auto narrow = static_cast<std::uint32_t>(value);
     std::memcpy(source.get(), bytes == sizeof(narrow) ? static_cast<const void*>(&narrow) : &value, bytes);
-    std::lock_guard lock{mutex_};
-    retire_locked();
-    const std::vector<SignalRef> after = tail_locked();
-    SignalRef done;
     const CopyPiece word{.dst = address, .src = source.get(), .bytes = bytes, .engine = pieces->front().engine};
-    if (const hipError_t started = start_copy(word, handles_of(after), done); started != hipSuccess) return started;
-    steps_.push_back(Step{.done = {std::move(done)}, .held = after, .source = std::move(source)});
-    return hipSuccess;
+    return add_step([&](const std::vector<hsa_signal_t>& after, Step& step) {
+      step.source = std::move(source);
+      return add_copy(word, after, step);
+    });
   }
   hipError_t wait_word(const void* /*address*/, std::size_t /*bytes*/, const WordWait& /*wait*/) override {
     return hipErrorNotSupported;
@@ -217,20 +211,17 @@ class RocrQueue final : public Queue {
   }
 
   hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
-    std::lock_guard lock{mutex_};
-    retire_locked();
-    SignalRef done = signals_.take(1);
-    if (!done) return hipErrorOutOfMemory;
-    const std::vector<SignalRef> after = tail_locked();
-    const std::vector<hsa_signal_t> dependencies = handles_of(after);
     // ROCr's prefetch takes a pointer to non-const memory, though it only moves the pages.
     void* const pages = const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
-    const hsa_status_t status = api_.hsa_amd_svm_prefetch_async(
-        pages, bytes, support_.agent_for(device), static_cast<std::uint32_t>(dependencies.size()),
-        dependencies.empty() ? nullptr : dependencies.data(), done->get());
-    if (status != HSA_STATUS_SUCCESS) return to_hip(status);
-    steps_.push_back(Step{.done = {std::move(done)}, .held = after});
-    return hipSuccess;
+    return add_step([&](const std::vector<hsa_signal_t>& after, Step& step) {
+      SignalRef done = signals_.take(1);
+      if (!done) return hipErrorOutOfMemory;
+      const hsa_status_t status = api_.hsa_amd_svm_prefetch_async(pages, bytes, support_.agent_for(device),
+                                                                  static_cast<std::uint32_t>(after.size()),
+                                                                  after.empty() ? nullptr : after.data(), done->get());
+      if (status == HSA_STATUS_SUCCESS) step.done.push_back(std::move(done));
+      return to_hip(status);
+    });
   }
 
   hipError_t record(Timestamp& timestamp) override {
@@ -296,24 +287,38 @@ class RocrQueue final : public Queue {
     }
   }
 
-  // One step for the pieces of a copy or fill, each started by `start(piece, after, step)` once the
-  // work so far is done; the pieces run side by side. Pieces already started when one fails stay in
-  // the chain, so that later work still waits for them.
+  // One step after all work so far: `start(after, step)` starts its work waiting for the signals
+  // `after` and puts those that come down when it is done in step.done. Work already started when
+  // start fails part-way stays in the chain, so that later work still waits for it.
+  template <class Start>
+  hipError_t add_step(Start&& start) {
+    std::lock_guard lock{mutex_};
+    retire_locked();
+    Step step{.held = tail_locked()};
+    const hipError_t result = start(handles_of(step.held), step);
+    if (!step.done.empty()) steps_.push_back(std::move(step));
+    return result;
+  }
+
+  // One step for the pieces of a copy or fill, each started by `start(piece, after, step)`; the
+  // pieces run side by side.
   template <class StartPiece>
   hipError_t add_pieces(const std::vector<CopyPiece>& pieces, StartPiece&& start) {
     if (pieces.empty()) return hipSuccess;
-    std::lock_guard lock{mutex_};
-    retire_locked();
-    const std::vector<SignalRef> after = tail_locked();
-    const std::vector<hsa_signal_t> dependencies = handles_of(after);
-    Step step{.held = after};
-    hipError_t result = hipSuccess;
-    for (const CopyPiece& piece : pieces) {
-      result = start(piece, dependencies, step);
-      if (result != hipSuccess) break;
-    }
-    if (!step.done.empty()) steps_.push_back(std::move(step));
-    return result;
+    return add_step([&](const std::vector<hsa_signal_t>& after, Step& step) {
+      for (const CopyPiece& piece : pieces) {
+        if (const hipError_t started = start(piece, after, step); started != hipSuccess) return started;
+      }
+      return hipSuccess;
+    });
+  }
+
+  // A copy of one piece after `after`, its signal among the step's.
+  hipError_t add_copy(const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
+    SignalRef done;
+    const hipError_t started = start_copy(piece, after, done);
+    if (started == hipSuccess) step.done.push_back(std::move(done));
+    return started;
   }
 
   // Starts one copy after `dependencies`, with a fresh signal that comes down when it is done.
