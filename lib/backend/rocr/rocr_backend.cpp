@@ -169,29 +169,24 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   rocr::SignalPool& signal_pool() noexcept override { return signals_; }
   std::optional<std::vector<rocr::CopyPiece>> plan_copy(void* dst, const void* src, std::size_t bytes) override {
     std::vector<rocr::CopyPiece> pieces;
-    auto* const into = static_cast<unsigned char*>(dst);
-    const auto* const out_of = static_cast<const unsigned char*>(src);
-    for (std::size_t done = 0; done < bytes;) {
-      const Place to = place_of(into + done, bytes - done, true);
-      const Place from = place_of(out_of + done, bytes - done, false);
-      const std::uint64_t both = to.reachable_by & from.reachable_by;
-      if (!to.device || !from.device || both == 0) return std::nullopt;
-      const std::size_t piece = std::min(to.length, from.length);
-      pieces.push_back({.dst = into + done, .src = out_of + done, .bytes = piece, .engine = engine_of(both)});
-      done += piece;
-    }
-    return pieces;
+    const bool direct = each_copy_stretch(
+        dst, src, bytes,
+        [&](unsigned char* into, const Place& to, const unsigned char* out_of, const Place& from, std::size_t length) {
+          const std::uint64_t both = to.reachable_by & from.reachable_by;
+          if (!to.device || !from.device || both == 0) return false;
+          pieces.push_back({.dst = into, .src = out_of, .bytes = length, .engine = engine_of(both)});
+          return true;
+        });
+    return direct ? std::optional{std::move(pieces)} : std::nullopt;
   }
   std::optional<std::vector<rocr::CopyPiece>> plan_fill(void* dst, std::size_t bytes) override {
     std::vector<rocr::CopyPiece> pieces;
-    auto* const into = static_cast<unsigned char*>(dst);
-    for (std::size_t done = 0; done < bytes;) {
-      const Place to = place_of(into + done, bytes - done, true);
-      if (!to.device || to.reachable_by == 0) return std::nullopt;
-      pieces.push_back({.dst = into + done, .bytes = to.length, .engine = engine_of(to.reachable_by)});
-      done += to.length;
-    }
-    return pieces;
+    const bool direct = each_fill_stretch(dst, bytes, [&](unsigned char* into, const Place& to) {
+      if (!to.device || to.reachable_by == 0) return false;
+      pieces.push_back({.dst = into, .bytes = to.length, .engine = engine_of(to.reachable_by)});
+      return true;
+    });
+    return direct ? std::optional{std::move(pieces)} : std::nullopt;
   }
   // A block of each byte value, made at the first fill on a queue: kFillPatternBytes * 256 of the
   // CPU agent's pool, which the host may write.
@@ -343,32 +338,27 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   }
 
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
-    auto* const into = static_cast<unsigned char*>(dst);
-    const auto* const out_of = static_cast<const unsigned char*>(src);
-    for (std::size_t done = 0; done < bytes;) {
-      const Place to = place_of(into + done, bytes - done, true);
-      const Place from = place_of(out_of + done, bytes - done, false);
-      const std::size_t piece = std::min(to.length, from.length);
-      if (const hipError_t error = copy_piece(into + done, to, out_of + done, from, piece); error != hipSuccess) {
-        return error;
-      }
-      done += piece;
-    }
-    return hipSuccess;
+    hipError_t result = hipSuccess;
+    each_copy_stretch(
+        dst, src, bytes,
+        [&](unsigned char* into, const Place& to, const unsigned char* out_of, const Place& from, std::size_t length) {
+          result = copy_piece(into, to, out_of, from, length);
+          return result == hipSuccess;
+        });
+    return result;
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
-    auto* const into = static_cast<unsigned char*>(dst);
-    for (std::size_t done = 0; done < bytes;) {
-      const Place to = place_of(into + done, bytes - done, true);
+    hipError_t result = hipSuccess;
+    each_fill_stretch(dst, bytes, [&](unsigned char* into, const Place& to) {
       if (!to.device) {
-        std::memset(into + done, value, to.length);
-      } else if (const hipError_t error = fill_device(into + done, to, value); error != hipSuccess) {
-        return error;
+        std::memset(into, value, to.length);
+      } else {
+        result = fill_device(into, to, value);
       }
-      done += to.length;
-    }
-    return hipSuccess;
+      return result == hipSuccess;
+    });
+    return result;
   }
 
   hipError_t synchronize(int device) override { return valid(device) ? hipSuccess : hipErrorInvalidDevice; }
@@ -622,6 +612,34 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
         break;
     }
     return place;
+  }
+
+  // Walks a copy in stretches that each lie in one piece of memory on both sides (ROCr copies within
+  // one allocation or mapping): visit(into, to, out_of, from, length) for each, until it says false.
+  template <class Visit>
+  bool each_copy_stretch(void* dst, const void* src, std::size_t bytes, Visit&& visit) {
+    auto* const into = static_cast<unsigned char*>(dst);
+    const auto* const out_of = static_cast<const unsigned char*>(src);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      const Place from = place_of(out_of + done, bytes - done, false);
+      const std::size_t length = std::min(to.length, from.length);
+      if (!visit(into + done, to, out_of + done, from, length)) return false;
+      done += length;
+    }
+    return true;
+  }
+
+  // The same for a fill: visit(into, to) for each piece of memory, to.length bytes of it.
+  template <class Visit>
+  bool each_fill_stretch(void* dst, std::size_t bytes, Visit&& visit) {
+    auto* const into = static_cast<unsigned char*>(dst);
+    for (std::size_t done = 0; done < bytes;) {
+      const Place to = place_of(into + done, bytes - done, true);
+      if (!visit(into + done, to)) return false;
+      done += to.length;
+    }
+    return true;
   }
 
   [[nodiscard]] static std::uint64_t bit_of(int device) noexcept { return std::uint64_t{1} << device; }
