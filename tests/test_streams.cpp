@@ -1068,7 +1068,7 @@ TEST_CASE("hipMemcpyAsync and hipMemsetAsync move real data in stream order") {
 
 namespace {
 
-// Two allocations of `granule` bytes on device 0 mapped side by side in one reserved range,
+// Two allocations of `each` bytes on device 0 mapped side by side in one reserved range,
 // read-write for devices 0 to `devices` - 1.
 struct TwoMappings {
   // Device memory on device 0.
@@ -1080,8 +1080,17 @@ struct TwoMappings {
     return prop;
   }
 
-  explicit TwoMappings(std::size_t granule, int devices = 1) : granule(granule) {
-    REQUIRE(hipMemAddressReserve(&base, 2 * granule, 0, nullptr, 0) == hipSuccess);
+  // The least multiple of device 0's allocation granularity that holds `bytes`.
+  [[nodiscard]] static std::size_t size_for(std::size_t bytes) {
+    const hipMemAllocationProp prop = device_prop();
+    std::size_t granule = 0;
+    REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
+    REQUIRE(granule > 0);
+    return (bytes + granule - 1) / granule * granule;
+  }
+
+  explicit TwoMappings(std::size_t each, int devices = 1) : each(each) {
+    REQUIRE(hipMemAddressReserve(&base, 2 * each, 0, nullptr, 0) == hipSuccess);
     const hipMemAllocationProp prop = device_prop();
     std::vector<hipMemAccessDesc> access(static_cast<std::size_t>(devices));
     for (int device = 0; device < devices; ++device) {
@@ -1089,23 +1098,23 @@ struct TwoMappings {
       access[static_cast<std::size_t>(device)].flags = hipMemAccessFlagsProtReadWrite;
     }
     for (std::size_t index = 0; index < 2; ++index) {
-      REQUIRE(hipMemCreate(&handles[index], granule, &prop, 0) == hipSuccess);
-      REQUIRE(hipMemMap(at(index), granule, 0, handles[index], 0) == hipSuccess);
-      REQUIRE(hipMemSetAccess(at(index), granule, access.data(), access.size()) == hipSuccess);
+      REQUIRE(hipMemCreate(&handles[index], each, &prop, 0) == hipSuccess);
+      REQUIRE(hipMemMap(at(index), each, 0, handles[index], 0) == hipSuccess);
+      REQUIRE(hipMemSetAccess(at(index), each, access.data(), access.size()) == hipSuccess);
     }
   }
   TwoMappings(const TwoMappings&) = delete;
   TwoMappings& operator=(const TwoMappings&) = delete;
   ~TwoMappings() {
     for (std::size_t index = 0; index < 2; ++index) {
-      CHECK(hipMemUnmap(at(index), granule) == hipSuccess);
+      CHECK(hipMemUnmap(at(index), each) == hipSuccess);
       CHECK(hipMemRelease(handles[index]) == hipSuccess);
     }
-    CHECK(hipMemAddressFree(base, 2 * granule) == hipSuccess);
+    CHECK(hipMemAddressFree(base, 2 * each) == hipSuccess);
   }
-  [[nodiscard]] void* at(std::size_t index) const { return static_cast<char*>(base) + index * granule; }
+  [[nodiscard]] void* at(std::size_t index) const { return static_cast<char*>(base) + index * each; }
 
-  std::size_t granule;
+  std::size_t each;
   void* base = nullptr;
   std::array<hipMemGenericAllocationHandle_t, 2> handles{};
 };
@@ -1152,12 +1161,8 @@ TEST_CASE(
     CHECK(hipFree(device) == hipSuccess);
   }
   SUBCASE("two mappings side by side in one reserved range") {
-    const hipMemAllocationProp prop = TwoMappings::device_prop();
-    std::size_t granule = 0;
-    REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
-    REQUIRE(granule > 0);
     // At least 64 KiB each, so that every fill below has room on both sides of the seam.
-    const std::size_t size = ((std::size_t{1} << 16) + granule - 1) / granule * granule;
+    const std::size_t size = TwoMappings::size_for(std::size_t{1} << 16);
     {
       const TwoMappings memory{size};
       std::vector<unsigned char> expected(2 * size, 0x33);
@@ -1181,12 +1186,8 @@ TEST_CASE(
     "across mappings") {
   LeakCheck leaks;
   hipStream_t stream = make_stream(hipStreamNonBlocking);
-  const hipMemAllocationProp prop = TwoMappings::device_prop();
-  std::size_t granule = 0;
-  REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
-  REQUIRE(granule > 0);
   constexpr std::size_t kMiB = std::size_t{1} << 20;
-  const std::size_t size = (3 * kMiB + granule - 1) / granule * granule;  // each of the two mappings
+  const std::size_t size = TwoMappings::size_for(3 * kMiB);  // each of the two mappings
   const TwoMappings mapped{size};
   constexpr std::size_t kLinear = 3 * kMiB + 8192;
   void* linear = malloc_device(kLinear);
@@ -1262,11 +1263,7 @@ TEST_CASE("an event recorded on one device's stream orders device-to-device work
   REQUIRE(hipGetDeviceCount(&devices) == hipSuccess);
   REQUIRE(devices >= 2);
   LeakCheck leaks;
-  const hipMemAllocationProp prop = TwoMappings::device_prop();
-  std::size_t granule = 0;
-  REQUIRE(hipMemGetAllocationGranularity(&granule, &prop, hipMemAllocationGranularityMinimum) == hipSuccess);
-  REQUIRE(granule > 0);
-  const std::size_t size = ((std::size_t{8} << 20) + granule - 1) / granule * granule;
+  const std::size_t size = TwoMappings::size_for(std::size_t{8} << 20);
   {
     const TwoMappings memory{size, 2};
     auto* const written = static_cast<unsigned char*>(memory.at(0));
