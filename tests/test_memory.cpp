@@ -133,6 +133,17 @@ TEST_CASE("host: hipMalloc commits every page and fills the page tables" * docte
   CHECK(hipFree(ptr) == hipSuccess);
 }
 
+// The system-call numbers a seccomp filter sees are those of the architecture it checks for.
+#if defined(__x86_64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#elif defined(__riscv) && __riscv_xlen == 64
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_RISCV64;
+#else
+#error "test_memory.cpp: add this architecture's AUDIT_ARCH value"
+#endif
+
 // Before Linux 5.14 the kernel answers MADV_POPULATE_WRITE with EINVAL, and the host backend commits
 // with fallocate and fills the page tables with MAP_POPULATE instead. A child whose seccomp filter
 // gives that answer takes that way: the first allocation finds out, and from then on every
@@ -147,7 +158,7 @@ TEST_CASE("host: where the kernel lacks MADV_POPULATE_WRITE, memory is still com
   if (child == 0) {
     std::array<sock_filter, 9> filter{{
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
