@@ -1,13 +1,13 @@
 // Plain device allocations (hipMalloc) of the host backend, and legacy IPC of them. Each allocation
 // is a memfd whose pages are committed at hipMalloc, as a GPU's are (a shortage is
 // hipErrorOutOfMemory there, not a SIGBUS at some later first touch), mapped shared from the start
-// and held open, so an export moves nothing and waits for
-// nothing: stores other threads or streams make at any time land in the one copy every process
-// sees. The 64-byte handle names the exporter's pid, the descriptor and the memfd's name (a number
-// drawn once per process and the allocation's serial); another process of the same user opens that
-// very file through /proc/<pid>/fd/<fd>, and takes it only if the name is the one the handle was
-// made for, since a descriptor freed and reused names some other file. A checksum seals the bytes,
-// so that garbage is refused, not followed.
+// and held open, so an export moves nothing and waits for nothing: stores other threads or streams
+// make at any time land in the one copy every process sees. The 64-byte handle names the
+// exporter's pid, the descriptor and the memfd's name (a number drawn once per process and the
+// allocation's serial); another process of the same user opens that very file through
+// /proc/<pid>/fd/<fd>, and takes it only if the name is the one the handle was made for, since a
+// descriptor freed and reused names some other file. A checksum seals the bytes, so that garbage is
+// refused, not followed.
 #pragma once
 
 #include <hipxx/hip_runtime_api.h>
