@@ -539,6 +539,74 @@ TEST_CASE("a callback blocks later work on its stream until it returns") {
   CHECK(hipFree(buffer) == hipSuccess);
 }
 
+TEST_CASE("thousands of operations queued behind a held callback all run, in order, once it returns") {
+  LeakCheck leaks;
+  // Fill i sets slot i % kSlots to i's low byte: a slot ends holding the last fill queued for it
+  // only where every fill ran, in the order queued.
+  constexpr int kFills = 5000;
+  constexpr std::size_t kSlots = 64;
+  constexpr std::size_t kSlotBytes = 64;
+  void* buffer = malloc_device(kSlots * kSlotBytes);
+  REQUIRE(hipMemset(buffer, 0, kSlots * kSlotBytes) == hipSuccess);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  HeldCallback held;
+  REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
+  {
+    std::unique_lock lock{held.mutex};
+    REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
+  }
+
+  std::atomic<int> queued{0};
+  std::atomic<int> refused{0};
+  std::thread producer([&] {
+    for (int i = 0; i < kFills; ++i) {
+      auto* const slot = static_cast<unsigned char*>(buffer) + (static_cast<std::size_t>(i) % kSlots) * kSlotBytes;
+      if (hipMemsetAsync(slot, i & 0xFF, kSlotBytes, stream) != hipSuccess) refused.fetch_add(1);
+      queued.fetch_add(1);
+    }
+  });
+  // Until the producer is done, or stops getting further.
+  for (int seen = -1; queued.load() < kFills && queued.load() != seen;) {
+    seen = queued.load();
+    std::this_thread::sleep_for(250ms);
+  }
+  const int queued_while_held = queued.load();
+  const std::string backend{hipxxGetBackendName()};
+  if (backend == "rocr" && std::string{hipxxGetStreamEngine()} == "device queues") {
+    // Each operation on a ROCr queue holds signals (kernel resources) until it is seen done: the
+    // thread that queues them is held back once a bounded number are in flight.
+    CHECK(queued_while_held > 0);
+    CHECK(queued_while_held < kFills);
+  }
+  if (backend != "cuda") {
+    // Only the thread that fills the stream waits: the runtime's other calls go on meanwhile. (The
+    // CUDA driver may hold a thread whose stream is full inside its own call, under the runtime's
+    // lock, so on CUDA nothing else is asked of the runtime until the callback returns.)
+    CHECK(read_back(buffer, kSlots * kSlotBytes) == std::vector<unsigned char>(kSlots * kSlotBytes, 0));
+    hipStream_t other = make_stream(hipStreamNonBlocking);
+    CHECK(hipMemsetAsync(buffer, 0, 1, other) == hipSuccess);
+    CHECK(hipStreamSynchronize(other) == hipSuccess);
+    CHECK(hipStreamDestroy(other) == hipSuccess);
+  }
+  {
+    std::lock_guard lock{held.mutex};
+    held.may_leave = true;
+  }
+  held.changed.notify_all();
+  producer.join();
+  CHECK(refused.load() == 0);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  std::vector<unsigned char> expected(kSlots * kSlotBytes);
+  for (std::size_t slot = 0; slot < kSlots; ++slot) {
+    const std::size_t last = slot + ((kFills - 1 - slot) / kSlots) * kSlots;
+    std::fill_n(expected.begin() + static_cast<std::ptrdiff_t>(slot * kSlotBytes), kSlotBytes,
+                static_cast<unsigned char>(last & 0xFF));
+  }
+  CHECK(read_back(buffer, kSlots * kSlotBytes) == expected);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream wait value / write value
 

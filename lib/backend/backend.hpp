@@ -164,6 +164,11 @@ class Queue {
   // Whether all work put on the queue so far has finished (the driver's stream query), for work
   // the runtime did not have marked.
   [[nodiscard]] virtual bool finished() = 0;
+  // Returns once the queue has room for more work: a queue that keeps a bounded amount in flight
+  // holds the thread that would queue beyond it until its oldest work is done. The runtime calls it
+  // with none of its locks held, so that a full queue holds up no one but the thread that fills it;
+  // queues whose driver keeps its own bound (or none) return at once.
+  virtual void wait_for_room() {}
 
  protected:
   // What mark and host_call do on the device: the write of the progress word, and the call queued

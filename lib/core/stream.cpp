@@ -283,8 +283,12 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   host_tasks_.pop_front();
   lane_running_ = true;
   running_sequence_ = task.sequence;
-  // Device work held back behind host work goes onto the queue now, in its turn.
+  // Device work held back behind host work goes onto the queue now, in its turn, once the queue has
+  // room (waited for without the lock, which the stream's other callers need meanwhile).
   if (task.on_queue) {
+    lock.unlock();
+    wait_for_room();
+    lock.lock();
     const hipError_t queued = submit_locked(task.on_queue, task.sequence);
     task.on_queue = nullptr;
     if (queued == hipSuccess) {

@@ -68,6 +68,11 @@ class Stream {
   // A caller that asks for the work's number (`sequence`) gets a point it can wait for on its own
   // (an event's); other device work is only marked when something waits for it (see marked_).
   [[nodiscard]] hipError_t enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
+  // Returns once the stream's device queue has room (see backend::Queue::wait_for_room); call it
+  // holding no lock, before enqueueing device work.
+  void wait_for_room() const {
+    if (queue_) queue_->wait_for_room();
+  }
   // Later work on this stream runs after `other` reached `point`. `recorded` is the device timestamp
   // recorded at that point, where there is one (an event's): the queue can wait for it even after
   // `other` has queued more work.

@@ -230,6 +230,7 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
 }
 
 hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence) {
+  stream.wait_for_room();  // before the lock: a full queue holds up only this thread
   std::lock_guard lock{mutex_};
   order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(on_queue), std::move(on_host), sequence);

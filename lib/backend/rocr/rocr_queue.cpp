@@ -19,6 +19,8 @@
 //                 the runtime waits on the host, in stream order
 // Where a handler needs one signal and the last step has several, a four-byte copy within the
 // queue's own eight pinned bytes (one word_source() slot) that waits for them all stands for them.
+// A queue keeps a bounded number of steps in flight: wait_for_room holds the thread that would add
+// more until the oldest is over, since every step holds signals until it is seen over.
 #include "backend/rocr/rocr_queue.hpp"
 
 #include "backend/host_clock_timestamp.hpp"
@@ -257,7 +259,29 @@ class RocrQueue final : public Queue {
     return steps_.empty();
   }
 
+  // Waits for the oldest step while the queue holds kMaxSteps, without the queue's lock (progress,
+  // finished and other queues' waits need it meanwhile). No step waits for anything but device work
+  // and handlers, and a handler must not call the runtime, so the wait ends without the host.
+  void wait_for_room() override {
+    for (;;) {
+      std::vector<SignalRef> oldest;
+      {
+        std::lock_guard lock{mutex_};
+        retire_locked();
+        if (steps_.size() < kMaxSteps) return;
+        oldest = steps_.front().done;
+      }
+      for (const SignalRef& signal : oldest) wait_for(signal->get());
+    }
+  }
+
  private:
+  // Steps a queue keeps before wait_for_room holds the thread that would add more. Each holds one or
+  // a few pooled signals, and on ROCr a signal a handler or a wait may watch is an interrupt event
+  // of the kernel's, of which a process has a few thousand in all; 128 copies or fills in flight keep
+  // a copy engine busy. Threads that passed the check together may each add a step or two beyond it.
+  static constexpr std::size_t kMaxSteps = 128;
+
   // Work put on the queue and not yet seen finished. Each step starts after the one before it is
   // over, so steps are over in order.
   struct Step {
