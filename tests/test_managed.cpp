@@ -543,6 +543,69 @@ TEST_CASE("bad prefetches are refused at the call") {
   CHECK(last_prefetch(memory, 0, memory.size) == hipInvalidDeviceId);
 }
 
+// ROCm 7's hipMemLocation forms name the same places: a device by ordinal, the host in three ways.
+TEST_CASE("hipMemPrefetchAsync_v2 and hipMemAdvise_v2 take a device or the host as a hipMemLocation") {
+  stest::LeakCheck leaks;
+  Managed memory{4 * kPage};
+  hipMemLocation const device0{hipMemLocationTypeDevice, 0};
+  hipMemLocation const host{hipMemLocationTypeHost, 12345};  // the id of a host location is not read
+  hipMemLocation const node0{hipMemLocationTypeHostNuma, 0};
+  hipMemLocation const this_node{hipMemLocationTypeHostNumaCurrent, 0};
+
+  REQUIRE(hipMemPrefetchAsync_v2(memory.pointer, memory.size, device0, 0, nullptr) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(last_prefetch(memory, 0, memory.size) == 0);
+  for (hipMemLocation const& place : {host, node0, this_node}) {
+    CAPTURE(place.type);
+    REQUIRE(hipMemPrefetchAsync_v2(memory.pointer, memory.size, device0, 0, nullptr) == hipSuccess);
+    REQUIRE(hipMemPrefetchAsync_v2(memory.at(kPage), kPage, place, 0, nullptr) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+    CHECK(last_prefetch(memory, 0, kPage) == 0);
+    CHECK(last_prefetch(memory, kPage, kPage) == hipCpuDeviceId);
+  }
+
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetPreferredLocation, device0) == hipSuccess);
+  CHECK(preferred(memory, 0, memory.size) == 0);
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetPreferredLocation, node0) == hipSuccess);
+  CHECK(preferred(memory, 0, memory.size) == hipCpuDeviceId);
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetAccessedBy, host) == hipSuccess);
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetAccessedBy, device0) == hipSuccess);
+  CHECK(accessed_by(memory, 0, memory.size) == Ids{hipCpuDeviceId, 0, hipInvalidDeviceId, hipInvalidDeviceId});
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseUnsetAccessedBy, this_node) == hipSuccess);
+  CHECK(accessed_by(memory, 0, memory.size) == Ids{0, hipInvalidDeviceId, hipInvalidDeviceId, hipInvalidDeviceId});
+  // Read-mostly advice names no location: whatever the location says is not read.
+  REQUIRE(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetReadMostly,
+                          hipMemLocation{hipMemLocationTypeInvalid, -7}) == hipSuccess);
+  CHECK(read_mostly(memory, 0, memory.size) == 1);
+
+  int devices = 0;
+  REQUIRE(hipGetDeviceCount(&devices) == hipSuccess);
+  // Locations that name nothing: refused, and nothing changes.
+  for (hipMemLocation const& nowhere :
+       {hipMemLocation{hipMemLocationTypeInvalid, 0}, hipMemLocation{static_cast<hipMemLocationType>(5), 0},
+        hipMemLocation{hipMemLocationTypeDevice, -1}, hipMemLocation{hipMemLocationTypeDevice, devices},
+        hipMemLocation{hipMemLocationTypeHostNuma, -1}, hipMemLocation{hipMemLocationTypeHostNuma, 1 << 20}}) {
+    CAPTURE(nowhere.type);
+    CAPTURE(nowhere.id);
+    CHECK(hipMemPrefetchAsync_v2(memory.pointer, memory.size, nowhere, 0, nullptr) == hipErrorInvalidValue);
+    CHECK(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetPreferredLocation, nowhere) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemAdvise_v2(memory.pointer, memory.size, hipMemAdviseSetAccessedBy, nowhere) == hipErrorInvalidValue);
+  }
+  // Flags are for later use and must be zero; the other arguments are checked as the id forms check them.
+  CHECK(hipMemPrefetchAsync_v2(memory.pointer, memory.size, host, 1, nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemPrefetchAsync_v2(nullptr, kPage, host, 0, nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemPrefetchAsync_v2(memory.pointer, memory.size + 1, device0, 0, nullptr) == hipErrorInvalidValue);
+  CHECK(hipMemAdvise_v2(memory.pointer, 0, hipMemAdviseSetPreferredLocation, device0) == hipErrorInvalidValue);
+  CHECK(hipMemAdvise_v2(memory.pointer, memory.size, static_cast<hipMemoryAdvise>(7), device0) == hipErrorInvalidValue);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(last_prefetch(memory, 0, kPage) == 0);
+  CHECK(last_prefetch(memory, kPage, kPage) == hipCpuDeviceId);
+  CHECK(preferred(memory, 0, memory.size) == hipCpuDeviceId);
+  CHECK(accessed_by(memory, 0, memory.size) == Ids{0, hipInvalidDeviceId, hipInvalidDeviceId, hipInvalidDeviceId});
+  CHECK(read_mostly(memory, 0, memory.size) == 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream attachment.
 

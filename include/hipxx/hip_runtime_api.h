@@ -768,6 +768,14 @@ HIPXX_API hipError_t hipMemPrefetchAsync(const void* dev_ptr, size_t count, int 
                                          hipStream_t stream HIPXX_DEFAULT(0));
 HIPXX_API hipError_t hipMemAdvise(const void* dev_ptr, size_t count, hipMemoryAdvise advice,
                                   int device);
+/* ROCm 7: the location as a hipMemLocation rather than a device id. A device is its ordinal; the
+   host, a host NUMA node (which must exist) and the calling thread's node all mean host memory, as
+   hipCpuDeviceId does. flags must be 0. */
+HIPXX_API hipError_t hipMemPrefetchAsync_v2(const void* dev_ptr, size_t count,
+                                            hipMemLocation location, unsigned int flags,
+                                            hipStream_t stream HIPXX_DEFAULT(0));
+HIPXX_API hipError_t hipMemAdvise_v2(const void* dev_ptr, size_t count, hipMemoryAdvise advice,
+                                     hipMemLocation location);
 HIPXX_API hipError_t hipMemRangeGetAttribute(void* data, size_t data_size,
                                              hipMemRangeAttribute attribute,
                                              const void* dev_ptr, size_t count);

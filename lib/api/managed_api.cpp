@@ -1,8 +1,34 @@
 // Managed memory entry points.
 #include "api/guard.hpp"
 
+#include <unistd.h>
+#include <string>
+
 using hipxx::api::guarded;
 using hipxx::core::Runtime;
+
+namespace {
+
+// The device id that the id-taking calls know a location by: a device's ordinal, or hipCpuDeviceId
+// for every kind of host location. hipInvalidDeviceId, which those calls refuse where they need a
+// location, for a location that names nothing: an unknown kind, a negative device ordinal, a host
+// NUMA node this machine lacks. A NUMA node is checked, not chosen: the pages go to host memory.
+int device_of(const hipMemLocation& location) {
+  switch (location.type) {
+    case hipMemLocationTypeDevice: return location.id >= 0 ? location.id : hipInvalidDeviceId;
+    case hipMemLocationTypeHost:
+    case hipMemLocationTypeHostNumaCurrent: return hipCpuDeviceId;
+    case hipMemLocationTypeHostNuma: {
+      if (location.id < 0) return hipInvalidDeviceId;
+      // Node 0 exists on every Linux machine, also where /sys is not mounted.
+      const std::string node = "/sys/devices/system/node/node" + std::to_string(location.id);
+      return location.id == 0 || access(node.c_str(), F_OK) == 0 ? hipCpuDeviceId : hipInvalidDeviceId;
+    }
+    default: return hipInvalidDeviceId;
+  }
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -16,6 +42,18 @@ hipError_t hipMemPrefetchAsync(const void* dev_ptr, size_t count, int device, hi
 
 hipError_t hipMemAdvise(const void* dev_ptr, size_t count, hipMemoryAdvise advice, int device) {
   return guarded([&](Runtime& runtime) { return runtime.advise(dev_ptr, count, advice, device); });
+}
+
+hipError_t hipMemPrefetchAsync_v2(const void* dev_ptr, size_t count, hipMemLocation location, unsigned int flags,
+                                  hipStream_t stream) {
+  return guarded([&](Runtime& runtime) {
+    if (flags != 0) return hipErrorInvalidValue;
+    return runtime.prefetch(dev_ptr, count, device_of(location), stream);
+  });
+}
+
+hipError_t hipMemAdvise_v2(const void* dev_ptr, size_t count, hipMemoryAdvise advice, hipMemLocation location) {
+  return guarded([&](Runtime& runtime) { return runtime.advise(dev_ptr, count, advice, device_of(location)); });
 }
 
 hipError_t hipMemRangeGetAttribute(void* data, size_t data_size, hipMemRangeAttribute attribute, const void* dev_ptr,

@@ -31,6 +31,10 @@ CHECK_SIG(hipMemUnmap, hipError_t, (void* ptr, size_t size));
 CHECK_SIG(hipMallocManaged, hipError_t, (void** dev_ptr, size_t size, unsigned int flags));
 CHECK_SIG(hipMemPrefetchAsync, hipError_t, (const void* dev_ptr, size_t count, int device, hipStream_t stream));
 CHECK_SIG(hipMemAdvise, hipError_t, (const void* dev_ptr, size_t count, hipMemoryAdvise advice, int device));
+CHECK_SIG(hipMemPrefetchAsync_v2, hipError_t,
+          (const void* dev_ptr, size_t count, hipMemLocation location, unsigned int flags, hipStream_t stream));
+CHECK_SIG(hipMemAdvise_v2, hipError_t,
+          (const void* dev_ptr, size_t count, hipMemoryAdvise advice, hipMemLocation location));
 CHECK_SIG(hipMemRangeGetAttribute, hipError_t, (void* data, size_t data_size, hipMemRangeAttribute attribute, const void* dev_ptr, size_t count));
 CHECK_SIG(hipMemRangeGetAttributes, hipError_t, (void** data, size_t* data_sizes, hipMemRangeAttribute* attributes, size_t num_attributes, const void* dev_ptr, size_t count));
 CHECK_SIG(hipStreamAttachMemAsync, hipError_t, (hipStream_t stream, void* dev_ptr, size_t length, unsigned int flags));
@@ -106,6 +110,7 @@ CHECK_SIG(hipExtMallocWithFlags, hipError_t, (void** ptr, size_t sizeBytes, unsi
 #define RETURNS_HIP_ERROR(call) static_assert(std::is_same<decltype(call), hipError_t>::value, #call)
 RETURNS_HIP_ERROR(hipMallocManaged(ANY(void**), 16));
 RETURNS_HIP_ERROR(hipMemPrefetchAsync(ANY(void*), 16, 0));
+RETURNS_HIP_ERROR(hipMemPrefetchAsync_v2(ANY(void*), 16, ANY(hipMemLocation), 0));
 RETURNS_HIP_ERROR(hipStreamAttachMemAsync(ANY(hipStream_t), ANY(void*)));
 RETURNS_HIP_ERROR(hipStreamAttachMemAsync(ANY(hipStream_t), ANY(void*), 0));
 RETURNS_HIP_ERROR(hipStreamWaitEvent(ANY(hipStream_t), ANY(hipEvent_t)));

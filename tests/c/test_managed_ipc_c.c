@@ -140,6 +140,29 @@ static void test_advice(int device_count) {
   CHECK_RESULT(hipMemAdvise(ptr, size, hipMemAdviseUnsetCoarseGrain, 0), hipSuccess);
   CHECK(range_int(hipMemRangeAttributeCoherencyMode, ptr, size) == hipMemRangeCoherencyModeFineGrain);
 
+  /* ROCm 7's hipMemLocation forms: a device, and the host (with NUMA node 0, which every machine has). */
+  {
+    hipMemLocation where;
+    where.type = hipMemLocationTypeDevice;
+    where.id = 0;
+    CHECK_RESULT(hipMemAdvise_v2(ptr, size, hipMemAdviseSetPreferredLocation, where), hipSuccess);
+    CHECK(range_int(hipMemRangeAttributePreferredLocation, ptr, size) == 0);
+    CHECK_RESULT(hipMemPrefetchAsync_v2(ptr, size, where, 0, NULL), hipSuccess);
+    where.type = hipMemLocationTypeHostNuma;
+    CHECK_RESULT(hipMemAdvise_v2(ptr, size, hipMemAdviseSetPreferredLocation, where), hipSuccess);
+    CHECK(range_int(hipMemRangeAttributePreferredLocation, ptr, size) == hipCpuDeviceId);
+    CHECK_RESULT(hipMemPrefetchAsync_v2(ptr, page, where, 0, NULL), hipSuccess);
+    CHECK_RESULT(hipStreamSynchronize(NULL), hipSuccess);
+    CHECK(range_int(hipMemRangeAttributeLastPrefetchLocation, ptr, page) == hipCpuDeviceId);
+    CHECK(range_int(hipMemRangeAttributeLastPrefetchLocation, bytes + page, page) == 0);
+    CHECK_RESULT(hipMemPrefetchAsync_v2(ptr, page, where, 1, NULL), hipErrorInvalidValue);
+    where.type = hipMemLocationTypeInvalid;
+    CHECK_RESULT(hipMemAdvise_v2(ptr, size, hipMemAdviseSetPreferredLocation, where), hipErrorInvalidValue);
+    CHECK_RESULT(hipMemPrefetchAsync_v2(ptr, page, where, 0, NULL), hipErrorInvalidValue);
+    CHECK(range_int(hipMemRangeAttributePreferredLocation, ptr, size) == hipCpuDeviceId);
+    CHECK_RESULT(hipMemAdvise(ptr, size, hipMemAdviseUnsetPreferredLocation, 0), hipSuccess);
+  }
+
   /* A range inside one page is rounded out to that whole page, and no further. */
   CHECK_RESULT(hipMemAdvise(bytes + page + 100, 10, hipMemAdviseSetReadMostly, 0), hipSuccess);
   CHECK(range_int(hipMemRangeAttributeReadMostly, bytes + page, page) == 1);
