@@ -11,8 +11,8 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 mkdir -p "$out"
-for probe in cold_code map_gap map_neighbours map_slots callback_latency enqueue_cost wait_event_pipeline; do
+for probe in cold_code map_gap map_neighbours map_slots callback_latency enqueue_cost wait_event_pipeline stream_depth; do
   g++ -std=c++20 -O2 -Wall -Wextra -I"$cuda/include" -I"$root/include" "$here/$probe.cpp" -o "$out/${probe//_/-}" \
     -L"$cuda/lib64/stubs" -lcuda -L"$build/lib" -lhipxx -Wl,-rpath,'$ORIGIN/../lib'
 done
-echo "built in $out: cold-code map-gap map-neighbours map-slots callback-latency enqueue-cost wait-event-pipeline"
+echo "built in $out: cold-code map-gap map-neighbours map-slots callback-latency enqueue-cost wait-event-pipeline stream-depth"

@@ -10,6 +10,10 @@
 //                          callback marks its own number, so no mark follows it
 //   prefetch               cuMemPrefetchAsync
 //   record                 cuEventRecord; timestamps are CUevents
+//   wait_for_room          the queue counts what it puts on the stream, has the stream write the
+//                          count to a second pinned word every so often, and holds the thread that
+//                          would queue more while too much is not known done (the driver would
+//                          hold it inside its call instead, with the runtime's lock taken)
 // The null stream is CU_STREAM_LEGACY: work other code puts on the legacy default stream (CUDA
 // runtime kernels on stream 0) meets HIP's null-stream order. Blocking streams are created with
 // CU_STREAM_DEFAULT, so the driver orders them against it too; non-blocking ones with
@@ -17,10 +21,12 @@
 #include "backend/cuda/cuda_queue.hpp"
 #include "backend/cuda/entry_points.hpp"
 #include "backend/cuda/wait_kernels.hpp"
+#include "backend/poll_until.hpp"
 
 #include <dlfcn.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,10 +46,11 @@ hipError_t bind(const QueueDevice& device) noexcept {
   return to_hip(device.driver->cuCtxSetCurrent(device.context));
 }
 
-// The word a queue shares with the host, in pinned memory; a cache line each, so that threads
+// The words a queue shares with the host, in pinned memory; a cache line each, so that threads
 // polling different streams do not share one.
 struct alignas(64) Words {
   std::uint64_t progress = 0;
+  std::uint64_t operations_done = 0;  // how many of the queue's operations the stream has got past
 };
 
 // Progress words come from pinned pages that are never given back. cuMemFreeHost waits for the
@@ -186,7 +193,9 @@ class CudaQueue final : public Queue {
     } else {
       if (device_.wait_kernels == nullptr) return hipErrorNotSupported;
       if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
-      return device_.wait_kernels->launch(stream_, address, bytes, wait);
+      const hipError_t launched = device_.wait_kernels->launch(stream_, address, bytes, wait);
+      if (launched == hipSuccess) count_operation();
+      return launched;
     }
     if (bytes == sizeof(std::uint32_t)) {
       return call(api().cuStreamWaitValue32_v2, stream_, address_of(address), static_cast<std::uint32_t>(value), flags);
@@ -205,7 +214,10 @@ class CudaQueue final : public Queue {
       return to_hip(created);
     }
     hipError_t result = to_hip(api().cuEventRecord(event, source->stream_));
-    if (result == hipSuccess) result = call(api().cuStreamWaitEvent, stream_, event, 0U);
+    if (result == hipSuccess) {
+      source->count_operation();  // the runtime holds both streams' locks for a queue wait
+      result = call(api().cuStreamWaitEvent, stream_, event, 0U);
+    }
     (void)bind(source->device_);
     (void)api().cuEventDestroy_v2(event);
     return result;
@@ -241,6 +253,14 @@ class CudaQueue final : public Queue {
 
   bool finished() override { return bind(device_) == hipSuccess && api().cuStreamQuery(stream_) == CUDA_SUCCESS; }
 
+  // A stream the device gave up on never gets further: its fault ends the wait.
+  void wait_for_room() override {
+    if (operations_in_flight() < kMaxInFlight) return;
+    (void)poll_until([&] { return operations_in_flight() < kMaxInFlight; },
+                     {.yielding_rounds = 64, .longest_sleep = std::chrono::microseconds{200}},
+                     [&] { return fault() != hipSuccess; });
+  }
+
   hipError_t fault() override {
     if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
     const CUresult result = api().cuStreamQuery(stream_);
@@ -262,16 +282,47 @@ class CudaQueue final : public Queue {
 
   [[nodiscard]] const QueueApi& api() const noexcept { return *device_.queues; }
 
+  // Puts one operation on the stream.
   template <class Function, class... Args>
-  hipError_t call(Function function, Args... args) const {
+  hipError_t call(Function function, Args... args) {
     if (const hipError_t bound = bind(device_); bound != hipSuccess) return bound;
-    return to_hip(function(args...));
+    const hipError_t result = to_hip(function(args...));
+    if (result == hipSuccess) count_operation();
+    return result;
   }
+
+  // Counts an operation put on the stream and, every kCheckpointEvery of them, has the stream write
+  // the count to operations_done once it gets there (one more operation, counted too). Called
+  // under the stream's lock, as all work is queued.
+  void count_operation() noexcept {
+    const std::uint64_t queued = operations_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (queued - checkpoint_ < kCheckpointEvery) return;
+    if (api().cuStreamWriteValue64_v2(stream_, address_of(&words_->operations_done), queued + 1,
+                                      CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
+      operations_.fetch_add(1, std::memory_order_relaxed);
+      checkpoint_ = queued + 1;
+    }
+  }
+
+  [[nodiscard]] std::uint64_t operations_in_flight() const noexcept {
+    return operations_.load(std::memory_order_relaxed) -
+           std::atomic_ref<std::uint64_t>{words_->operations_done}.load(std::memory_order_acquire);
+  }
+
+  // The driver holds a thread whose stream has about a thousand operations queued inside the call
+  // that would queue one more (1021 on an H100 with driver 580), and the runtime calls it with its
+  // lock held. wait_for_room keeps the count below that where no lock is held: at most
+  // kMaxInFlight known not done, plus up to kCheckpointEvery not yet checkpointed, plus what threads
+  // that passed the check together add.
+  static constexpr std::uint64_t kCheckpointEvery = 128;
+  static constexpr std::uint64_t kMaxInFlight = 512;
 
   QueueDevice device_;
   CUstream stream_;
   bool owned_;  // false for CU_STREAM_LEGACY, which is the context's
   Words* words_;
+  std::atomic<std::uint64_t> operations_{0};  // put on the stream so far
+  std::uint64_t checkpoint_ = 0;  // operations_ as the last count the stream writes says
 };
 
 // The driver's priority range is [greatest, least], greatest the most negative. HIP's high (-1)
