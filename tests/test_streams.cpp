@@ -604,6 +604,65 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
   CHECK(hipFree(buffer) == hipSuccess);
 }
 
+TEST_CASE("thousands of event waits queued on a held stream all pass once it returns; others go on meanwhile") {
+  LeakCheck leaks;
+  constexpr int kWaits = 3000;
+  void* buffer = malloc_device(64);  // hipFree waits for every stream: freed once they are let go
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  hipStream_t recorder = make_stream(hipStreamNonBlocking);
+  HeldCallback held;
+  REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
+  {
+    std::unique_lock lock{held.mutex};
+    REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
+  }
+  // An event the waits cannot pass yet: recorded behind a callback that holds its stream too (one
+  // that may not even start while the first holds the thread callbacks run on).
+  HeldCallback recorder_held;
+  REQUIRE(hipStreamAddCallback(recorder, held_callback, &recorder_held, 0) == hipSuccess);
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+  REQUIRE(hipEventRecord(event, recorder) == hipSuccess);
+
+  std::atomic<int> waits{0};
+  std::atomic<int> refused{0};
+  std::thread waiter([&] {
+    for (int i = 0; i < kWaits; ++i) {
+      if (hipStreamWaitEvent(stream, event, 0) != hipSuccess) refused.fetch_add(1);
+      waits.fetch_add(1);
+    }
+  });
+  for (int seen = -1; waits.load() < kWaits && waits.load() != seen;) {
+    seen = waits.load();
+    std::this_thread::sleep_for(250ms);
+  }
+  const std::string backend{hipxxGetBackendName()};
+  if (backend != "host" && std::string{hipxxGetStreamEngine()} == "device queues") {
+    // Each wait is an operation on the stream's queue like any other: bounded too.
+    CHECK(waits.load() > 0);
+    CHECK(waits.load() < kWaits);
+  }
+  CHECK(hipEventQuery(event) == hipErrorNotReady);
+  CHECK(hipStreamQuery(recorder) == hipErrorNotReady);
+  CHECK(hipMemset(buffer, 0x5A, 64) == hipSuccess);
+  CHECK(read_back(buffer, 64) == std::vector<unsigned char>(64, 0x5A));
+  for (HeldCallback* hold : {&recorder_held, &held}) {
+    {
+      std::lock_guard lock{hold->mutex};
+      hold->may_leave = true;
+    }
+    hold->changed.notify_all();
+  }
+  waiter.join();
+  CHECK(refused.load() == 0);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipEventQuery(event) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipStreamDestroy(recorder) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream wait value / write value
 

@@ -350,6 +350,7 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
+    target->wait_for_room();
     target->enqueue_wait(grant.wait_stream, grant.wait_point);
   }
   *ptr = reinterpret_cast<void*>(grant.address);
