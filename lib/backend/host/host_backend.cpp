@@ -28,6 +28,7 @@
 #include "backend/host/host_queue.hpp"
 #include "backend/host/memfd.hpp"
 #include "backend/host/page_population.hpp"
+#include "backend/page_size.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -54,12 +55,6 @@ namespace hipxx::backend {
 namespace {
 
 constexpr std::size_t kRecommendedGranularity = std::size_t{2} << 20;  // one transparent huge page
-
-// Asked once: sysconf costs more than the rest of a reservation's bookkeeping.
-std::size_t page_size() noexcept {
-  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
 
 constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 

@@ -2,6 +2,7 @@
 
 #include "backend/host/memfd.hpp"
 #include "backend/host/page_population.hpp"
+#include "backend/page_size.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -102,11 +103,6 @@ pid_t current_pid() {
     return pthread_atfork(nullptr, nullptr, [] { cached_pid.store(getpid(), std::memory_order_relaxed); }) == 0;
   }();
   return registered ? cached_pid.load(std::memory_order_relaxed) : getpid();
-}
-
-std::size_t page_size() {
-  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return size;
 }
 
 // `size` rounded up to whole pages, or 0 where that does not fit in a size_t.

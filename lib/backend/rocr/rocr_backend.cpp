@@ -29,6 +29,7 @@
 // pool allocations, IPC attachments); anything else is application host memory.
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
+#include "backend/page_size.hpp"
 #include "backend/rocr/hsa_runtime.hpp"
 #include "backend/rocr/hsa_status.hpp"
 #include "backend/rocr/rocr_queue.hpp"
@@ -76,11 +77,6 @@ void* pointer_to(std::uintptr_t address) noexcept { return reinterpret_cast<void
 // prefetch take a const one.
 void* writable(const void* ptr) noexcept {
   return const_cast<void*>(ptr);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
-}
-
-std::size_t page_size() noexcept {
-  static const auto size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return size;
 }
 
 rocr::hsa_access_permission_t permission_of(hipMemAccessFlags flags) noexcept {
