@@ -112,8 +112,21 @@ void take_malloc_arena() {
   published.store(nullptr, std::memory_order_relaxed);
 }
 
-void* worker_main(void* /*unused*/) {
+// Threads of the stand-in that have taken their arena. The thread that starts some waits for them
+// to get that far, so that no arena is taken after the call that started them has returned.
+std::atomic<unsigned> threads_started{0};
+
+void thread_starts() {
   take_malloc_arena();
+  threads_started.fetch_add(1, std::memory_order_release);
+}
+
+void wait_until_started(unsigned count) {
+  while (threads_started.load(std::memory_order_acquire) < count) std::this_thread::yield();
+}
+
+void* worker_main(void* /*unused*/) {
+  thread_starts();
   State& s = state();
   std::unique_lock lock{s.mutex};
   while (!s.worker_stop) {
@@ -142,11 +155,13 @@ void* worker_main(void* /*unused*/) {
 void start_worker(State& s) {
   if (s.worker_running && s.worker_pid == getpid()) return;
   s.worker_stop = false;
+  const unsigned started = threads_started.load(std::memory_order_relaxed);
   for (pthread_t& thread : worker_threads) {
     if (pthread_create(&thread, nullptr, worker_main, nullptr) != 0) {
       fatal("cannot start the threads that run asynchronous copies");
     }
   }
+  wait_until_started(started + static_cast<unsigned>(std::size(worker_threads)));
   s.worker_running = true;
   s.worker_pid = getpid();
 }
@@ -154,6 +169,7 @@ void start_worker(State& s) {
 bool due(const Handler& handler) { return satisfied(handler.signal->value, handler.condition, handler.compare); }
 
 void* handler_main(void* thread) {
+  thread_starts();
   const HandlerThread& self = *static_cast<const HandlerThread*>(thread);
   State& s = state();
   std::unique_lock lock{s.mutex};
@@ -187,9 +203,11 @@ void start_handlers(State& s) {
   if (s.handler_thread) unjoined_handler_threads.clear();  // a forked child: the parent's are not here
   auto thread = std::make_unique<HandlerThread>();
   thread->pid = getpid();
+  const unsigned started = threads_started.load(std::memory_order_relaxed);
   if (pthread_create(&thread->thread, nullptr, handler_main, thread.get()) != 0) {
     fatal("cannot start the thread that calls signal handlers");
   }
+  wait_until_started(started + 1);
   unjoined_handler_threads.push_back(thread->thread);
   s.handler_thread = std::move(thread);
 }
