@@ -304,9 +304,12 @@ class CudaQueue final : public Queue {
     }
   }
 
+  // A thread that did not queue the latest operations may read a count older than the word the
+  // device wrote since: that reads as none in flight, and lets one more operation on, within the slack.
   [[nodiscard]] std::uint64_t operations_in_flight() const noexcept {
-    return operations_.load(std::memory_order_relaxed) -
-           std::atomic_ref<std::uint64_t>{words_->operations_done}.load(std::memory_order_acquire);
+    const std::uint64_t done = std::atomic_ref<std::uint64_t>{words_->operations_done}.load(std::memory_order_acquire);
+    const std::uint64_t queued = operations_.load(std::memory_order_acquire);
+    return queued > done ? queued - done : 0;
   }
 
   // The driver holds a thread whose stream has about a thousand operations queued inside the call
