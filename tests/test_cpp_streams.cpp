@@ -1,10 +1,12 @@
 // The C++ stream vocabulary: StreamRef and Stream, host callbacks with any callable, typed stream
-// wait/write value, and events (record, wait, query, elapsed time).
+// wait/write value, events (record, wait, query, elapsed time), and typed copies and fills.
 //
 // Streams that a test blocks on purpose (a wait_value on a word nobody has written yet) are
 // non-blocking, so that no null-stream ordering can tie the releasing write to the blocked stream.
 #include <hipxx/callback.hpp>
+#include <hipxx/copy.hpp>
 #include <hipxx/event.hpp>
+#include <hipxx/mem_pool.hpp>
 #include <hipxx/stream.hpp>
 #include <hipxx/stream_value.hpp>
 
@@ -491,4 +493,53 @@ TEST_CASE("elapsed() measures the work between two events as a chrono duration")
     CHECK(refused.error() == std::errc::invalid_argument);
     CHECK(Event::create(EventFlags::interprocess | EventFlags::disable_timing));
   }
+}
+
+TEST_CASE("copy_async and fill_bytes_async move typed elements in stream order, in every direction") {
+  constexpr std::size_t kCount = 3000;
+  auto stream = Stream::create(StreamFlags::non_blocking).value();
+  auto const pool = MemPool::default_for(Device{0}).value();
+  auto first = pool.allocate<std::uint32_t>(kCount, stream.ref()).value();
+  auto second = pool.allocate<std::uint32_t>(kCount, stream.ref()).value();
+  REQUIRE(first.span().size() == kCount);
+  std::vector<std::uint32_t> source(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) source[i] = static_cast<std::uint32_t>(i * 2654435761U);
+  std::vector<std::uint32_t> back(kCount, 7);
+
+  // Host to device, device to device, a fill of part of it, device to host: each after the last.
+  REQUIRE(copy_async(first.span(), source, stream.ref()));
+  REQUIRE(copy_async(second.span(), std::span<std::uint32_t const>{first.span()}, stream.ref()));
+  REQUIRE(fill_bytes_async(second.span().subspan(10, 5), 0xFF, stream.ref()));
+  REQUIRE(copy_async(std::span{back}, std::span<std::uint32_t const>{second.span()}, stream.ref()));
+  REQUIRE(stream.synchronize());
+  std::vector<std::uint32_t> expected = source;
+  std::fill_n(expected.begin() + 10, 5, 0xFFFFFFFFU);
+  CHECK(back == expected);
+
+  // The synchronous forms, and a zero fill.
+  REQUIRE(fill_bytes(first.span(), 0x00));
+  std::vector<std::uint32_t> zeros(kCount, 1);
+  REQUIRE(copy(std::span{zeros}, std::span<std::uint32_t const>{first.span()}));
+  CHECK(zeros == std::vector<std::uint32_t>(kCount, 0));
+  REQUIRE(copy(second.span().first(3), std::span<std::uint32_t const>{source}.last(3)));
+  REQUIRE(copy(std::span{back}.first(3), std::span<std::uint32_t const>{second.span()}.first(3)));
+  CHECK(std::equal(back.begin(), back.begin() + 3, source.end() - 3));
+
+  // Spans of different lengths are refused before anything moves.
+  std::vector<std::uint32_t> untouched(kCount, 9);
+  auto const short_copy =
+      copy_async(std::span{untouched}, std::span<std::uint32_t const>{first.span()}.first(5), stream.ref());
+  REQUIRE_FALSE(short_copy);
+  CHECK(short_copy.error() == make_error_code(hipErrorInvalidValue));
+  CHECK_FALSE(copy(std::span{untouched}.first(4), std::span<std::uint32_t const>{source}.first(5)));
+  REQUIRE(stream.synchronize());
+  CHECK(untouched == std::vector<std::uint32_t>(kCount, 9));
+  // The runtime's own refusals come back as errors too: a copy on a stream that is gone.
+  StreamRef const gone = stream.ref();
+  first.free_on(StreamRef::null());
+  second.free_on(StreamRef::null());
+  REQUIRE(stream.destroy());
+  auto const on_gone = copy_async(std::span{untouched}, std::span<std::uint32_t const>{source}, gone);
+  REQUIRE_FALSE(on_gone);
+  CHECK(on_gone.error() == make_error_code(hipErrorInvalidHandle));
 }

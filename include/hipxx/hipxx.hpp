@@ -4,7 +4,9 @@
 
 #include <hipxx/access.hpp>
 #include <hipxx/callback.hpp>
+#include <hipxx/copy.hpp>
 #include <hipxx/device.hpp>
+#include <hipxx/device_storable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/event.hpp>
 #include <hipxx/fd_passing.hpp>

@@ -12,8 +12,9 @@
 #pragma once
 
 #include <hipxx/device.hpp>
+#include <hipxx/device_storable.hpp>
 #include <hipxx/error.hpp>
-#include <hipxx/mem_pool.hpp>  // device_storable, detail::array_bytes
+#include <hipxx/mem_pool.hpp>  // detail::array_bytes
 #include <hipxx/stream.hpp>
 
 #include <array>

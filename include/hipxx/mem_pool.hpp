@@ -14,6 +14,7 @@
 
 #include <hipxx/access.hpp>
 #include <hipxx/device.hpp>
+#include <hipxx/device_storable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/physical_allocation.hpp>
 #include <hipxx/stream.hpp>
@@ -115,13 +116,6 @@ class PoolAllocation {
   StreamRef stream_;
 };
 
-// No constructor or destructor can run in device memory from the host, so an element type must be
-// valid without either: bytes the device writes are its whole state.
-template <class T>
-concept device_storable =
-    std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T> && !std::is_const_v<T> &&
-    !std::is_volatile_v<T>;
-
 // Pool memory for `size()` elements of T. The memory is uninitialised, as from hipMallocAsync.
 template <device_storable T>
 class PoolArray {
@@ -132,6 +126,8 @@ class PoolArray {
 
   [[nodiscard]] T* data() const noexcept { return static_cast<T*>(bytes_.data()); }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_.size() / sizeof(T); }
+  // The elements as a span of device memory, for copies and fills (copy.hpp); not for the host to touch.
+  [[nodiscard]] std::span<T> span() const noexcept { return {data(), size()}; }
   [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_.size(); }
   [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(bytes_); }
 
