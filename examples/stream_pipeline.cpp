@@ -57,10 +57,10 @@ hipxx::result<void> queue_batch(hipxx::MemPool const& pool, hipxx::Stream const&
   if (!result) return result.as_failure();
   // The download stream reads the staging block last: it frees it after that read.
   staging.value().free_on(download.ref());
-  std::span<std::uint64_t const> const staged{staging.value().span()};
-  if (auto copied = hipxx::copy_async(result.value().span(), staged, download.ref()); !copied) return copied;
-  std::span<std::uint64_t const> const processed{result.value().span()};
-  if (auto copied = hipxx::copy_async(out, processed, download.ref()); !copied) return copied;
+  if (auto copied = hipxx::copy_async(result.value().span(), staging.value().span(), download.ref()); !copied) {
+    return copied;
+  }
+  if (auto copied = hipxx::copy_async(out, result.value().span(), download.ref()); !copied) return copied;
   return hipxx::add_callback(download.ref(), [&finished] { finished.fetch_add(1); });
 }  // both blocks are freed here, in the download stream's order; `uploaded` may go, HIP keeps the wait
 

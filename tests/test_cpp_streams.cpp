@@ -508,9 +508,9 @@ TEST_CASE("copy_async and fill_bytes_async move typed elements in stream order, 
 
   // Host to device, device to device, a fill of part of it, device to host: each after the last.
   REQUIRE(copy_async(first.span(), source, stream.ref()));
-  REQUIRE(copy_async(second.span(), std::span<std::uint32_t const>{first.span()}, stream.ref()));
+  REQUIRE(copy_async(second.span(), first.span(), stream.ref()));
   REQUIRE(fill_bytes_async(second.span().subspan(10, 5), 0xFF, stream.ref()));
-  REQUIRE(copy_async(std::span{back}, std::span<std::uint32_t const>{second.span()}, stream.ref()));
+  REQUIRE(copy_async(std::span{back}, second.span(), stream.ref()));
   REQUIRE(stream.synchronize());
   std::vector<std::uint32_t> expected = source;
   std::fill_n(expected.begin() + 10, 5, 0xFFFFFFFFU);
@@ -519,16 +519,15 @@ TEST_CASE("copy_async and fill_bytes_async move typed elements in stream order, 
   // The synchronous forms, and a zero fill.
   REQUIRE(fill_bytes(first.span(), 0x00));
   std::vector<std::uint32_t> zeros(kCount, 1);
-  REQUIRE(copy(std::span{zeros}, std::span<std::uint32_t const>{first.span()}));
+  REQUIRE(copy(std::span{zeros}, first.span()));
   CHECK(zeros == std::vector<std::uint32_t>(kCount, 0));
   REQUIRE(copy(second.span().first(3), std::span<std::uint32_t const>{source}.last(3)));
-  REQUIRE(copy(std::span{back}.first(3), std::span<std::uint32_t const>{second.span()}.first(3)));
+  REQUIRE(copy(std::span{back}.first(3), second.span().first(3)));
   CHECK(std::equal(back.begin(), back.begin() + 3, source.end() - 3));
 
   // Spans of different lengths are refused before anything moves.
   std::vector<std::uint32_t> untouched(kCount, 9);
-  auto const short_copy =
-      copy_async(std::span{untouched}, std::span<std::uint32_t const>{first.span()}.first(5), stream.ref());
+  auto const short_copy = copy_async(std::span{untouched}, first.span().first(5), stream.ref());
   REQUIRE_FALSE(short_copy);
   CHECK(short_copy.error() == make_error_code(hipErrorInvalidValue));
   CHECK_FALSE(copy(std::span{untouched}.first(4), std::span<std::uint32_t const>{source}.first(5)));
@@ -539,7 +538,7 @@ TEST_CASE("copy_async and fill_bytes_async move typed elements in stream order, 
   first.free_on(StreamRef::null());
   second.free_on(StreamRef::null());
   REQUIRE(stream.destroy());
-  auto const on_gone = copy_async(std::span{untouched}, std::span<std::uint32_t const>{source}, gone);
+  auto const on_gone = copy_async(std::span{untouched}, source, gone);
   REQUIRE_FALSE(on_gone);
   CHECK(on_gone.error() == make_error_code(hipErrorInvalidHandle));
 }
