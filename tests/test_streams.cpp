@@ -442,11 +442,24 @@ TEST_CASE("hipStreamAddCallback refuses a null callback and non-zero flags") {
 
 namespace {
 
+// held_callback's state: the callback waits in the stream until the test lets it go.
 struct HeldCallback {
   std::mutex mutex;
   std::condition_variable changed;
   bool entered = false;
   bool may_leave = false;
+
+  [[nodiscard]] bool entered_within(std::chrono::seconds limit) {
+    std::unique_lock lock{mutex};
+    return changed.wait_for(lock, limit, [&] { return entered; });
+  }
+  void let_go() {
+    {
+      std::lock_guard lock{mutex};
+      may_leave = true;
+    }
+    changed.notify_all();
+  }
 };
 
 void held_callback(hipStream_t, hipError_t, void* user_data) {
@@ -469,6 +482,22 @@ void sleepy_callback(hipStream_t, hipError_t, void* user_data) {
   sleepy->done = true;
 }
 
+// How far another thread's `count` got: polled until it reaches `limit` or stops moving for a
+// quarter of a second.
+int count_once_stalled(const std::atomic<int>& count, int limit) {
+  for (int seen = -1; count.load() < limit && count.load() != seen;) {
+    seen = count.load();
+    std::this_thread::sleep_for(250ms);
+  }
+  return count.load();
+}
+
+// Whether stream work goes to a device queue that keeps a bound of its own (ROCr's, CUDA's), so a
+// thread that queues too much on a held stream is held back; the host backend's queues keep none.
+bool queues_hold_back_producers() {
+  return std::string{hipxxGetBackendName()} != "host" && std::string{hipxxGetStreamEngine()} == "device queues";
+}
+
 }  // namespace
 
 TEST_CASE("a callback blocks later work on its stream until it returns") {
@@ -483,19 +512,12 @@ TEST_CASE("a callback blocks later work on its stream until it returns") {
     HeldCallback held;
     REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
     REQUIRE(hipMemsetAsync(buffer, 0x7F, kBytes, stream) == hipSuccess);
-    {
-      std::unique_lock lock{held.mutex};
-      REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
-    }
+    REQUIRE(held.entered_within(5s));
     CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0));
     std::this_thread::sleep_for(kSettle);
     CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0));
     CHECK(hipStreamQuery(stream) == hipErrorNotReady);
-    {
-      std::lock_guard lock{held.mutex};
-      held.may_leave = true;
-    }
-    held.changed.notify_all();
+    held.let_go();
     CHECK(hipStreamSynchronize(stream) == hipSuccess);
     CHECK(read_back(buffer, kBytes) == std::vector<unsigned char>(kBytes, 0x7F));
   }
@@ -504,17 +526,10 @@ TEST_CASE("a callback blocks later work on its stream until it returns") {
     // With a device queue the callback marks its own place in the stream: nothing after it does.
     HeldCallback held;
     REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
-    {
-      std::unique_lock lock{held.mutex};
-      REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
-    }
+    REQUIRE(held.entered_within(5s));
     std::this_thread::sleep_for(kSettle);
     CHECK(hipStreamQuery(stream) == hipErrorNotReady);
-    {
-      std::lock_guard lock{held.mutex};
-      held.may_leave = true;
-    }
-    held.changed.notify_all();
+    held.let_go();
     CHECK(hipStreamSynchronize(stream) == hipSuccess);
     CHECK(hipStreamQuery(stream) == hipSuccess);
   }
@@ -551,10 +566,7 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
   hipStream_t stream = make_stream(hipStreamNonBlocking);
   HeldCallback held;
   REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
-  {
-    std::unique_lock lock{held.mutex};
-    REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
-  }
+  REQUIRE(held.entered_within(5s));
 
   std::atomic<int> queued{0};
   std::atomic<int> refused{0};
@@ -565,14 +577,8 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
       queued.fetch_add(1);
     }
   });
-  // Until the producer is done, or stops getting further.
-  for (int seen = -1; queued.load() < kFills && queued.load() != seen;) {
-    seen = queued.load();
-    std::this_thread::sleep_for(250ms);
-  }
-  const int queued_while_held = queued.load();
-  const std::string backend{hipxxGetBackendName()};
-  if (backend != "host" && std::string{hipxxGetStreamEngine()} == "device queues") {
+  const int queued_while_held = count_once_stalled(queued, kFills);
+  if (queues_hold_back_producers()) {
     // Each operation on a ROCr queue holds signals (kernel resources), and the CUDA driver takes
     // about a thousand per stream: the thread that queues them is held back once a bounded number
     // are in flight.
@@ -585,11 +591,7 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
   CHECK(hipMemsetAsync(buffer, 0, 1, other) == hipSuccess);
   CHECK(hipStreamSynchronize(other) == hipSuccess);
   CHECK(hipStreamDestroy(other) == hipSuccess);
-  {
-    std::lock_guard lock{held.mutex};
-    held.may_leave = true;
-  }
-  held.changed.notify_all();
+  held.let_go();
   producer.join();
   CHECK(refused.load() == 0);
   CHECK(hipStreamSynchronize(stream) == hipSuccess);
@@ -612,10 +614,7 @@ TEST_CASE("thousands of event waits queued on a held stream all pass once it ret
   hipStream_t recorder = make_stream(hipStreamNonBlocking);
   HeldCallback held;
   REQUIRE(hipStreamAddCallback(stream, held_callback, &held, 0) == hipSuccess);
-  {
-    std::unique_lock lock{held.mutex};
-    REQUIRE(held.changed.wait_for(lock, 5s, [&] { return held.entered; }));
-  }
+  REQUIRE(held.entered_within(5s));
   // An event the waits cannot pass yet: recorded behind a callback that holds its stream too (one
   // that may not even start while the first holds the thread callbacks run on).
   HeldCallback recorder_held;
@@ -632,27 +631,18 @@ TEST_CASE("thousands of event waits queued on a held stream all pass once it ret
       waits.fetch_add(1);
     }
   });
-  for (int seen = -1; waits.load() < kWaits && waits.load() != seen;) {
-    seen = waits.load();
-    std::this_thread::sleep_for(250ms);
-  }
-  const std::string backend{hipxxGetBackendName()};
-  if (backend != "host" && std::string{hipxxGetStreamEngine()} == "device queues") {
+  const int waits_while_held = count_once_stalled(waits, kWaits);
+  if (queues_hold_back_producers()) {
     // Each wait is an operation on the stream's queue like any other: bounded too.
-    CHECK(waits.load() > 0);
-    CHECK(waits.load() < kWaits);
+    CHECK(waits_while_held > 0);
+    CHECK(waits_while_held < kWaits);
   }
   CHECK(hipEventQuery(event) == hipErrorNotReady);
   CHECK(hipStreamQuery(recorder) == hipErrorNotReady);
   CHECK(hipMemset(buffer, 0x5A, 64) == hipSuccess);
   CHECK(read_back(buffer, 64) == std::vector<unsigned char>(64, 0x5A));
-  for (HeldCallback* hold : {&recorder_held, &held}) {
-    {
-      std::lock_guard lock{hold->mutex};
-      hold->may_leave = true;
-    }
-    hold->changed.notify_all();
-  }
+  recorder_held.let_go();
+  held.let_go();
   waiter.join();
   CHECK(refused.load() == 0);
   CHECK(hipStreamSynchronize(stream) == hipSuccess);
