@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <mutex>
 #include <ostream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -171,5 +173,48 @@ inline bool still_pending(hipStream_t stream) {
   std::this_thread::sleep_for(kSettle);
   return hipStreamQuery(stream) == hipErrorNotReady;
 }
+
+// held_callback's state: the callback waits in the stream until the test lets it go.
+struct HeldCallback {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false;
+  bool may_leave = false;
+
+  [[nodiscard]] bool entered_within(std::chrono::seconds limit) {
+    std::unique_lock lock{mutex};
+    return changed.wait_for(lock, limit, [&] { return entered; });
+  }
+  void let_go() {
+    {
+      std::lock_guard lock{mutex};
+      may_leave = true;
+    }
+    changed.notify_all();
+  }
+};
+
+inline void held_callback(hipStream_t, hipError_t, void* user_data) {
+  auto* held = static_cast<HeldCallback*>(user_data);
+  std::unique_lock lock{held->mutex};
+  held->entered = true;
+  held->changed.notify_all();
+  held->changed.wait(lock, [&] { return held->may_leave; });
+}
+
+// How far another thread's `count` got: polled until it reaches `limit` or stops moving for a
+// quarter of a second.
+inline int count_once_stalled(const std::atomic<int>& count, int limit) {
+  for (int seen = -1; count.load() < limit && count.load() != seen;) {
+    seen = count.load();
+    std::this_thread::sleep_for(250ms);
+  }
+  return count.load();
+}
+
+// Whether stream work goes to a device queue (ROCr's, CUDA's, the host backend's stand-in), each of
+// which keeps a bounded amount in flight, so a thread that queues too much on a held stream is held
+// back. Streams run by the runtime's own workers keep their work in the runtime, unbounded.
+inline bool queues_hold_back_producers() { return std::string{hipxxGetStreamEngine()} == "device queues"; }
 
 }  // namespace stest

@@ -1202,6 +1202,58 @@ TEST_CASE("reuse: AllowInternalDependencies, on and off; when on, the allocating
   }
 }
 
+TEST_CASE("thousands of cross-stream reuses on a held stream: each waits for its free, all go through once let go") {
+  LeakCheck leaks;
+  constexpr int kRounds = 3000;
+  constexpr std::size_t kBytes = 256;
+  ReuseFixture f;
+  set_policies(f.pool, false, false, true);
+  // A's frees cannot be over while A is held, so each block B takes back from A has B wait for
+  // A's free: one operation on B's queue, which is held too and cannot drain. Held by callbacks,
+  // which every backend runs from its device queue (a wait-value gate may be waited for on the
+  // host, with the work behind it held back in the runtime). A's callback may not start until B's
+  // returns where one thread runs them all; it holds A all the same.
+  HeldCallback b_held;
+  REQUIRE(hipStreamAddCallback(f.b, held_callback, &b_held, 0) == hipSuccess);
+  REQUIRE(b_held.entered_within(5s));
+  HeldCallback a_held;
+  REQUIRE(hipStreamAddCallback(f.a, held_callback, &a_held, 0) == hipSuccess);
+  std::vector<void*> taken(kRounds, nullptr);
+  std::atomic<int> rounds{0};
+  std::atomic<int> refused{0};
+  std::thread producer([&] {
+    for (void*& block : taken) {
+      void* freed = nullptr;
+      if (hipMallocFromPoolAsync(&freed, kBytes, f.pool, f.a) != hipSuccess || hipFreeAsync(freed, f.a) != hipSuccess ||
+          hipMallocFromPoolAsync(&block, kBytes, f.pool, f.b) != hipSuccess || block != freed) {
+        refused.fetch_add(1);
+      }
+      rounds.fetch_add(1);
+    }
+  });
+  const int rounds_while_held = count_once_stalled(rounds, kRounds);
+  if (queues_hold_back_producers()) {
+    // The waits are operations like any other on B's device queue: bounded.
+    CHECK(rounds_while_held > 0);
+    CHECK(rounds_while_held < kRounds);
+  }
+  // The producer waits for room with none of the runtime's locks: the pool and its streams serve
+  // other threads meanwhile.
+  void* other = pool_alloc(f.pool, kBytes, f.a);
+  CHECK(hipFreeAsync(other, f.a) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(f.pool, 0) == hipSuccess);
+  CHECK(still_pending(f.b));
+  a_held.let_go();
+  b_held.let_go();
+  producer.join();
+  CHECK(refused.load() == 0);
+  CHECK(hipStreamSynchronize(f.b) == hipSuccess);
+  CHECK(std::set<void*>(taken.begin(), taken.end()).size() == taken.size());
+  for (void* block : taken) CHECK(hipFreeAsync(block, f.b) == hipSuccess);
+  CHECK(hipStreamSynchronize(f.b) == hipSuccess);
+  CHECK(get_u64(f.pool, hipMemPoolAttrUsedMemCurrent) == 0);
+}
+
 TEST_CASE("reuse with every policy off and no order between the streams: a fresh block") {
   LeakCheck leaks;
   ReuseFixture f;

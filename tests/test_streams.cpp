@@ -442,34 +442,6 @@ TEST_CASE("hipStreamAddCallback refuses a null callback and non-zero flags") {
 
 namespace {
 
-// held_callback's state: the callback waits in the stream until the test lets it go.
-struct HeldCallback {
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool entered = false;
-  bool may_leave = false;
-
-  [[nodiscard]] bool entered_within(std::chrono::seconds limit) {
-    std::unique_lock lock{mutex};
-    return changed.wait_for(lock, limit, [&] { return entered; });
-  }
-  void let_go() {
-    {
-      std::lock_guard lock{mutex};
-      may_leave = true;
-    }
-    changed.notify_all();
-  }
-};
-
-void held_callback(hipStream_t, hipError_t, void* user_data) {
-  auto* held = static_cast<HeldCallback*>(user_data);
-  std::unique_lock lock{held->mutex};
-  held->entered = true;
-  held->changed.notify_all();
-  held->changed.wait(lock, [&] { return held->may_leave; });
-}
-
 struct SleepyCallback {
   std::atomic<bool> done{false};
   void* buffer = nullptr;
@@ -480,22 +452,6 @@ void sleepy_callback(hipStream_t, hipError_t, void* user_data) {
   auto* sleepy = static_cast<SleepyCallback*>(user_data);
   std::this_thread::sleep_for(150ms);
   sleepy->done = true;
-}
-
-// How far another thread's `count` got: polled until it reaches `limit` or stops moving for a
-// quarter of a second.
-int count_once_stalled(const std::atomic<int>& count, int limit) {
-  for (int seen = -1; count.load() < limit && count.load() != seen;) {
-    seen = count.load();
-    std::this_thread::sleep_for(250ms);
-  }
-  return count.load();
-}
-
-// Whether stream work goes to a device queue that keeps a bound of its own (ROCr's, CUDA's), so a
-// thread that queues too much on a held stream is held back; the host backend's queues keep none.
-bool queues_hold_back_producers() {
-  return std::string{hipxxGetBackendName()} != "host" && std::string{hipxxGetStreamEngine()} == "device queues";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -110,6 +111,17 @@ class HostQueue final : public Queue {
     return operations_.empty() && !running_;
   }
 
+  // As a GPU's queue, this one keeps a bounded amount of work: a thread that would queue more waits
+  // here, without the runtime's locks, until the worker has taken some. The worker itself never
+  // waits (a callback that queues work on its own stream would wait for itself).
+  void wait_for_room() override {
+    if (std::this_thread::get_id() == worker_.get_id()) return;
+    std::unique_lock lock{mutex_};
+    ++waiting_for_room_;
+    room_.wait(lock, [&] { return operations_.size() < kMaxQueued; });
+    --waiting_for_room_;
+  }
+
  private:
   hipError_t push(std::function<void()> operation) {
     {
@@ -132,6 +144,7 @@ class HostQueue final : public Queue {
       std::function<void()> operation = std::move(operations_.front());
       operations_.pop_front();
       running_ = true;
+      if (waiting_for_room_ > 0 && operations_.size() < kMaxQueued) room_.notify_all();
       lock.unlock();
       operation();
       operation = nullptr;  // what it captured goes before the queue counts it finished
@@ -140,11 +153,17 @@ class HostQueue final : public Queue {
     }
   }
 
+  // Operations queued and not yet taken by the worker, past which wait_for_room holds producers.
+  // Work queued with no wait for room (by threads that passed the check together) may go beyond it.
+  static constexpr std::size_t kMaxQueued = 256;
+
   Backend& backend_;
   std::atomic<std::uint64_t> progress_{0};
   std::atomic<hipError_t> fault_{hipSuccess};
   std::mutex mutex_;
   std::condition_variable work_ready_;
+  std::condition_variable room_;
+  int waiting_for_room_ = 0;
   std::deque<std::function<void()>> operations_;
   bool stopping_ = false;
   bool running_ = false;  // the worker is running an operation it took off operations_
