@@ -118,6 +118,9 @@ class FaultyBackend final : public Backend {
     return inner_->fill(dst, value, bytes);
   }
   hipError_t synchronize(int device) override { return inner_->synchronize(device); }
+  hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
+    return inner_->memory_info(device, free, total);
+  }
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     return inner_->load_word(address, bytes, value);
   }

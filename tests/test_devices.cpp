@@ -613,6 +613,70 @@ TEST_CASE("spanning set access for another device, and hipMalloc memory on any d
   CHECK(hipMemAddressFree(base, 3 * g) == hipSuccess);
 }
 
+TEST_CASE("hipMemcpyPeer/Async: device memory of one device into another's, made by the current device" *
+          doctest::test_suite("devices-3")) {
+  require_devices(3);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  constexpr std::size_t kBytes = 3 * 4096 + 17;
+  std::vector<unsigned char> sent(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) sent[i] = static_cast<unsigned char>(i * 13 + 1);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  void* on_one = nullptr;
+  REQUIRE(hipMalloc(&on_one, kBytes) == hipSuccess);
+  REQUIRE(hipMemcpy(on_one, sent.data(), kBytes, hipMemcpyHostToDevice) == hipSuccess);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  void* on_two = nullptr;
+  REQUIRE(hipMalloc(&on_two, kBytes) == hipSuccess);
+  REQUIRE(hipMemset(on_two, 0, kBytes) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  std::vector<unsigned char> back(kBytes);
+
+  CHECK(hipMemcpyPeer(on_two, 2, on_one, 1, kBytes) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), on_two, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == sent);
+
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+  REQUIRE(hipMemset(on_two, 0, kBytes) == hipSuccess);
+  CHECK(hipMemcpyPeerAsync(on_two, 2, on_one, 1, kBytes, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), on_two, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == sent);
+
+  // Ordinals out of range are refused before anything moves.
+  REQUIRE(hipMemset(on_two, 0, kBytes) == hipSuccess);
+  CHECK_REFUSED(hipMemcpyPeer(on_two, 3, on_one, 1, kBytes), hipErrorInvalidDevice);
+  CHECK_REFUSED(hipMemcpyPeer(on_two, 2, on_one, -1, kBytes), hipErrorInvalidDevice);
+  CHECK_REFUSED(hipMemcpyPeerAsync(on_two, -1, on_one, 1, kBytes, stream), hipErrorInvalidDevice);
+  CHECK_REFUSED(hipMemcpyPeerAsync(on_two, 2, on_one, 3, kBytes, stream), hipErrorInvalidDevice);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), on_two, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == std::vector<unsigned char>(kBytes, 0));
+
+  // The copy is the current device's: memory mapped for device 2 alone is out of device 0's reach,
+  // as it is for hipMemcpy.
+  const std::size_t g = page();
+  void* base = nullptr;
+  REQUIRE(hipMemAddressReserve(&base, g, 0, nullptr, 0) == hipSuccess);
+  hipMemGenericAllocationHandle_t handle{};
+  const hipMemAllocationProp prop = make_prop(2);
+  REQUIRE(hipMemCreate(&handle, g, &prop, 0) == hipSuccess);
+  REQUIRE(hipMemMap(base, g, 0, handle, 0) == hipSuccess);
+  const hipMemAccessDesc rw2 = make_desc(hipMemAccessFlagsProtReadWrite, 2);
+  REQUIRE(hipMemSetAccess(base, g, &rw2, 1) == hipSuccess);
+  CHECK_REFUSED(hipMemcpyPeer(base, 2, on_one, 1, g < kBytes ? g : kBytes), hipErrorInvalidValue);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  CHECK(hipMemcpyPeer(base, 2, on_one, 1, g < kBytes ? g : kBytes) == hipSuccess);
+
+  CHECK(hipMemUnmap(base, g) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, g) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipFree(on_one) == hipSuccess);
+  CHECK(hipFree(on_two) == hipSuccess);
+}
+
 TEST_CASE("host backend: the pages are as open as the most open device" * doctest::test_suite("host-only")) {
   require_devices(3);
   REQUIRE(std::string{hipxxGetBackendName()} == "host");

@@ -186,6 +186,26 @@ TEST_CASE("devices: count, current device, attributes and granularity" * doctest
   CHECK(Device{0} < Device{1});
 }
 
+TEST_CASE("Device::memory_info: that device's memory, whichever device is current" * doctest::test_suite("devices-2")) {
+  REQUIRE(Device{0}.make_current());
+  auto const all = devices().value();  // held: a range-for would not keep the result alive
+  for (Device const device : all) {
+    CAPTURE(device.id());
+    auto const info = device.memory_info();
+    REQUIRE(info);
+    std::size_t total = 0;
+    REQUIRE(hipDeviceTotalMem(&total, device.id()) == hipSuccess);
+    CHECK(info.value().total == total);
+    CHECK(info.value().free > 0);
+    CHECK(info.value().free <= info.value().total);
+    CHECK(current_device().value() == Device{0});
+  }
+  REQUIRE(Device{1}.make_current());
+  CHECK(Device{3}.memory_info().error() == hipErrorInvalidDevice);
+  CHECK(current_device().value() == Device{1});
+  REQUIRE(Device{0}.make_current());
+}
+
 TEST_CASE("access descriptors are built from std and range-v3 ranges of devices") {
   CHECK(to_native(Access::none) == hipMemAccessFlagsProtNone);
   CHECK(to_native(Access::read) == hipMemAccessFlagsProtRead);

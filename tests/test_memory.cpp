@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using test_support::books;
@@ -101,6 +103,45 @@ TEST_CASE("hipMalloc: size 0 gives nullptr, and refused arguments") {
   REQUIRE(hipDeviceTotalMem(&total, 0) == hipSuccess);
   CHECK_REFUSED(hipMalloc(&ptr, total + (std::size_t{1} << 30)), hipErrorOutOfMemory);
   CHECK(ptr == reinterpret_cast<void*>(std::uintptr_t{0x1000}));
+}
+
+TEST_CASE("hipMemGetInfo: the current device's total, and free memory that an allocation takes and gives back") {
+  LeakCheck leaks;
+  std::size_t device_total = 0;
+  REQUIRE(hipDeviceTotalMem(&device_total, 0) == hipSuccess);
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  REQUIRE(hipMemGetInfo(&free_before, &total) == hipSuccess);
+  CHECK(total == device_total);
+  CHECK(free_before > 0);
+  CHECK(free_before <= total);
+
+  // A committed allocation of 1 GiB: free memory falls by about that much and comes back once it
+  // is freed. Half of it is the margin for whatever other processes (other tests) do meanwhile.
+  constexpr std::size_t kBytes = std::size_t{1} << 30;
+  constexpr std::size_t kMargin = kBytes / 2;
+  REQUIRE(free_before > kBytes + kMargin);
+  void* ptr = malloc_device(kBytes);
+  std::size_t free_during = 0;
+  CHECK(hipMemGetInfo(&free_during, &total) == hipSuccess);
+  CHECK(free_during + kMargin < free_before);
+  CHECK(hipFree(ptr) == hipSuccess);
+  // The memory goes back once the driver has let go of it, which may be a moment after hipFree
+  // returns (the host backend closes descriptors on a thread of its own).
+  std::size_t free_after = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  do {
+    CHECK(hipMemGetInfo(&free_after, &total) == hipSuccess);
+    if (free_after > free_during + kMargin) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  } while (std::chrono::steady_clock::now() < deadline);
+  CHECK(free_after > free_during + kMargin);
+
+  // Refusals write nothing.
+  std::size_t untouched = 77;
+  CHECK_REFUSED(hipMemGetInfo(nullptr, &untouched), hipErrorInvalidValue);
+  CHECK_REFUSED(hipMemGetInfo(&untouched, nullptr), hipErrorInvalidValue);
+  CHECK(untouched == 77);
 }
 
 // As on a GPU, hipMalloc commits the memory: a shortage is its hipErrorOutOfMemory, not a signal at

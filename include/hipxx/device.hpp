@@ -17,6 +17,12 @@ enum class Granularity {
   recommended,  // what the runtime advises for speed (large pages on the host backend)
 };
 
+// A snapshot of a device's memory, in bytes: what is not in use (by any process) and the total.
+struct MemoryInfo {
+  std::size_t free = 0;
+  std::size_t total = 0;
+};
+
 class Device {
  public:
   // Explicit: a bare int is as likely to be a count or a size as a device.
@@ -64,6 +70,25 @@ class Device {
   }
 
   [[nodiscard]] result<void> make_current() const noexcept { return check(hipSetDevice(id_)); }
+
+  // hipMemGetInfo asks about the current device: this device is made current for the question,
+  // and the calling thread's current device is what it was before, whatever the answer.
+  [[nodiscard]] result<MemoryInfo> memory_info() const noexcept {
+    int current = 0;
+    if (auto const error = hipGetDevice(&current); error != hipSuccess) {
+      return failure(error);
+    }
+    if (auto const error = hipSetDevice(id_); error != hipSuccess) {
+      return failure(error);
+    }
+    MemoryInfo info;
+    auto const error = hipMemGetInfo(&info.free, &info.total);
+    (void)hipSetDevice(current);
+    if (error != hipSuccess) {
+      return failure(error);
+    }
+    return info;
+  }
 
  private:
   int id_;

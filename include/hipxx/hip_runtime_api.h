@@ -334,6 +334,7 @@ typedef struct ihipMemGenericAllocationHandle* hipMemGenericAllocationHandle_t;
 
 /* Called on a runtime-owned thread once all earlier work in the stream is done. */
 typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status, void* userData);
+typedef void (*hipHostFn_t)(void* userData);
 
 /* ------------------------------------------------------------------------ */
 /* Flag values                                                               */
@@ -716,6 +717,10 @@ HIPXX_API hipError_t hipMemset(void* dst, int value, size_t sizeBytes);
 HIPXX_API hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes,
                                     hipStream_t stream HIPXX_DEFAULT(0));
 HIPXX_API hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr);
+HIPXX_API hipError_t hipMemGetInfo(size_t* free, size_t* total);
+HIPXX_API hipError_t hipMemcpyPeer(void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes);
+HIPXX_API hipError_t hipMemcpyPeerAsync(void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes,
+                                        hipStream_t stream HIPXX_DEFAULT(0));
 
 /* --- Streams ------------------------------------------------------------- */
 
@@ -736,6 +741,7 @@ HIPXX_API hipError_t hipStreamGetFlags(hipStream_t stream, unsigned int* flags);
 HIPXX_API hipError_t hipStreamGetPriority(hipStream_t stream, int* priority);
 HIPXX_API hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback,
                                           void* userData, unsigned int flags);
+HIPXX_API hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* userData);
 
 /* Wait/write-value operations on memory from hipExtMallocWithFlags(...,
  * hipMallocSignalMemory) or other memory the device can address. */

@@ -1,6 +1,8 @@
 // Plain device allocations and synchronous data movement.
 #include "api/guard.hpp"
 
+#include <cstdint>
+
 using hipxx::api::guarded;
 using hipxx::core::Runtime;
 
@@ -22,6 +24,32 @@ hipError_t hipMemset(void* dst, int value, size_t sizeBytes) {
   return guarded([&](Runtime& runtime) { return runtime.fill(dst, value, sizeBytes); });
 }
 
+// A copy between devices is a device-to-device copy made by the current device, as on AMD's
+// runtime: every device addresses all memory, and the ordinals are only checked.
+hipError_t hipMemcpyPeer(void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes) {
+  return guarded([&](Runtime& runtime) {
+    if (!runtime.valid_device(dstDeviceId) || !runtime.valid_device(srcDeviceId)) return hipErrorInvalidDevice;
+    return runtime.copy(dst, src, sizeBytes, hipMemcpyDeviceToDevice);
+  });
+}
+
+hipError_t hipMemGetInfo(size_t* free, size_t* total) {
+  return guarded([&](Runtime& runtime) {
+    if (free == nullptr || total == nullptr) return hipErrorInvalidValue;
+    const int device = Runtime::current_device();
+    if (!runtime.valid_device(device)) return hipErrorInvalidDevice;
+    std::uint64_t free_bytes = 0;
+    std::uint64_t total_bytes = 0;
+    if (const hipError_t error = runtime.backend().memory_info(device, &free_bytes, &total_bytes);
+        error != hipSuccess) {
+      return error;
+    }
+    *free = static_cast<size_t>(free_bytes);
+    *total = static_cast<size_t>(total_bytes);
+    return hipSuccess;
+  });
+}
+
 }  // extern "C"
 
 extern "C" {
@@ -32,6 +60,14 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcp
 
 hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes, hipStream_t stream) {
   return guarded([&](Runtime& runtime) { return runtime.fill_async(dst, value, sizeBytes, stream); });
+}
+
+hipError_t hipMemcpyPeerAsync(void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes,
+                              hipStream_t stream) {
+  return guarded([&](Runtime& runtime) {
+    if (!runtime.valid_device(dstDeviceId) || !runtime.valid_device(srcDevice)) return hipErrorInvalidDevice;
+    return runtime.copy_async(dst, src, sizeBytes, hipMemcpyDeviceToDevice, stream);
+  });
 }
 
 hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr) {

@@ -127,22 +127,40 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
   });
 }
 
-// What a callback on a device queue needs when the driver calls it back.
-struct QueuedCallback : hipxx::backend::HostCall {
-  QueuedCallback(hipStreamCallback_t callback_, hipStream_t stream_, void* user_data_) noexcept
-      : HostCall{.run = &run}, callback(callback_), stream(stream_), user_data(user_data_) {}
+// What host work on a device queue needs when the driver calls it back: `call(status)`.
+template <class Call>
+struct QueuedHostWork : hipxx::backend::HostCall {
+  explicit QueuedHostWork(Call call_) noexcept : HostCall{.run = &run}, call(call_) {}
 
-  static void run(HostCall* call, hipError_t status) {
-    // Every HostCall whose run is this one is a QueuedCallback: run and type are set together.
-    const std::unique_ptr<QueuedCallback> owned{
-        static_cast<QueuedCallback*>(call)};  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
-    owned->callback(owned->stream, status, owned->user_data);
+  static void run(HostCall* base, hipError_t status) {
+    // Every HostCall whose run is this one is a QueuedHostWork<Call>: run and type are set together.
+    const std::unique_ptr<QueuedHostWork> owned{
+        static_cast<QueuedHostWork*>(base)};  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
+    owned->call(status);
   }
 
-  hipStreamCallback_t callback;
-  hipStream_t stream;
-  void* user_data;
+  Call call;
 };
+
+// Queues `call(status)` on `target` in stream order, with the stream's status at that point: on the
+// device queue, whose driver calls back once the work before it is done, or on the stream's thread.
+template <class Call>
+hipError_t enqueue_host_work(Runtime& runtime, Stream& target, Call call) {
+  Stream* const raw = &target;
+  // The driver owns the call's state once it accepted it, and hands it back exactly once.
+  return runtime.streams().enqueue(
+      target,
+      [call](hipxx::backend::Queue& queue, std::uint64_t sequence) {
+        auto work = std::make_unique<QueuedHostWork<Call>>(call);
+        const hipError_t accepted = queue.host_call(work.get(), sequence);
+        if (accepted == hipSuccess) (void)work.release();
+        return accepted;
+      },
+      [raw, call] {
+        call(raw->status());
+        return hipSuccess;
+      });
+}
 
 }  // namespace
 }  // namespace hipxx::api
@@ -268,21 +286,17 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
     if (callback == nullptr || flags != 0) return hipErrorInvalidValue;
-    Stream* raw = target.get();
-    // The driver owns the call's state once it accepted it, and hands it back exactly once.
-    const hipError_t queued = runtime.streams().enqueue(
-        *target,
-        [stream, callback, userData](hipxx::backend::Queue& queue, std::uint64_t sequence) {
-          auto call = std::make_unique<hipxx::api::QueuedCallback>(callback, stream, userData);
-          const hipError_t accepted = queue.host_call(call.get(), sequence);
-          if (accepted == hipSuccess) (void)call.release();
-          return accepted;
-        },
-        [raw, stream, callback, userData] {
-          callback(stream, raw->status(), userData);
-          return hipSuccess;
-        });
-    return queued;
+    return hipxx::api::enqueue_host_work(
+        runtime, *target, [stream, callback, userData](hipError_t status) { callback(stream, status, userData); });
+  });
+}
+
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* userData) {
+  return guarded([&](Runtime& runtime) {
+    const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
+    if (!target) return hipErrorInvalidHandle;
+    if (fn == nullptr) return hipErrorInvalidValue;
+    return hipxx::api::enqueue_host_work(runtime, *target, [fn, userData](hipError_t /*status*/) { fn(userData); });
   });
 }
 

@@ -238,6 +238,9 @@ class Backend {
   [[nodiscard]] virtual hipError_t copy(void* dst, const void* src, std::size_t bytes) = 0;
   [[nodiscard]] virtual hipError_t fill(void* dst, unsigned char value, std::size_t bytes) = 0;
   [[nodiscard]] virtual hipError_t synchronize(int device) = 0;
+  // A snapshot of `device`'s memory: what is not in use now, by this process or any other, and
+  // the total it can give out (DeviceProperties::total_memory), in bytes.
+  [[nodiscard]] virtual hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) = 0;
   // One naturally aligned 4- or 8-byte word, read or written atomically (stream wait/write value).
   [[nodiscard]] virtual hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) = 0;
   [[nodiscard]] virtual hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) = 0;

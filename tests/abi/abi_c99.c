@@ -409,6 +409,11 @@ hipError_t hipDeviceCanAccessPeer(int* canAccessPeer, int deviceId, int peerDevi
 hipError_t hipDriverGetVersion(int* driverVersion);
 hipError_t hipRuntimeGetVersion(int* runtimeVersion);
 hipError_t hipExtMallocWithFlags(void** ptr, size_t sizeBytes, unsigned int flags);
+hipError_t hipMemGetInfo(size_t* free, size_t* total);
+hipError_t hipMemcpyPeer(void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes);
+hipError_t hipMemcpyPeerAsync(void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes,
+                              hipStream_t stream);
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* userData);
 
 int main(void) {
   /* The checks above are evaluated by the compiler. The calls below sit in
@@ -418,6 +423,8 @@ int main(void) {
   void* p = 0;
   if ((uintptr_t)hipStreamLegacy != 1 || (uintptr_t)hipStreamPerThread != 2) return 1;
   hipStreamCallback_t cb = 0;
+  hipHostFn_t fn = 0;
+  (void)sizeof(hipLaunchHostFunc(hipStreamPerThread, fn, p));
   (void)sizeof(hipMallocManaged(&p, 16, hipMemAttachGlobal));
   (void)sizeof(hipStreamAddCallback(hipStreamPerThread, cb, p, 0));
   (void)sizeof(hipStreamWaitValue64(hipStreamLegacy, p, 1, hipStreamWaitValueGte, ~(uint64_t)0));

@@ -103,6 +103,12 @@ CHECK_SIG(hipDeviceCanAccessPeer, hipError_t, (int* canAccessPeer, int deviceId,
 CHECK_SIG(hipDriverGetVersion, hipError_t, (int* driverVersion));
 CHECK_SIG(hipRuntimeGetVersion, hipError_t, (int* runtimeVersion));
 CHECK_SIG(hipExtMallocWithFlags, hipError_t, (void** ptr, size_t sizeBytes, unsigned int flags));
+CHECK_SIG(hipMemGetInfo, hipError_t, (size_t * free, size_t* total));
+CHECK_SIG(hipMemcpyPeer, hipError_t, (void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes));
+CHECK_SIG(hipMemcpyPeerAsync, hipError_t,
+          (void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes, hipStream_t stream));
+CHECK_SIG(hipLaunchHostFunc, hipError_t, (hipStream_t stream, hipHostFn_t fn, void* userData));
+static_assert(std::is_same<hipHostFn_t, void (*)(void*)>::value, "");
 
 // Default arguments exist only in C++; these calls are unevaluated, so the
 // program does not need the runtime library to link.
@@ -118,6 +124,7 @@ RETURNS_HIP_ERROR(hipStreamWaitValue32(ANY(hipStream_t), ANY(void*), 1u, hipStre
 RETURNS_HIP_ERROR(hipStreamWaitValue64(ANY(hipStream_t), ANY(void*), 1u, hipStreamWaitValueEq));
 RETURNS_HIP_ERROR(hipMemcpyAsync(ANY(void*), ANY(const void*), 1, hipMemcpyDefault));
 RETURNS_HIP_ERROR(hipMemsetAsync(ANY(void*), 0, 1));
+RETURNS_HIP_ERROR(hipMemcpyPeerAsync(ANY(void*), 0, ANY(const void*), 1, 16));
 RETURNS_HIP_ERROR(hipEventRecord(ANY(hipEvent_t)));
 
 // A few values, seen from C++ (the full list is in abi_c99.c).

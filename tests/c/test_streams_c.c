@@ -1,7 +1,8 @@
 /* C99 conformance test of streams, events and the stream-ordered allocator through
  * <hip/hip_runtime_api.h>: creation and destruction, query and synchronize, callbacks, wait and
- * write value, events and their timing, hipMallocAsync/hipFreeAsync, and pools with their
- * attributes and trimming. Every success is checked by its effect (data read back, a callback
+ * write value, events and their timing, hipMallocAsync/hipFreeAsync, pools with their
+ * attributes and trimming, host functions (hipLaunchHostFunc), copies between devices
+ * (hipMemcpyPeer/Async) and hipMemGetInfo. Every success is checked by its effect (data read back, a callback
  * that ran, a stream held and then released), every refusal by its exact hipError_t. One line per
  * check, then "N passed, M failed"; exits nonzero on any failure. Built with -std=c99 -pedantic.
  *
@@ -208,6 +209,91 @@ static void test_stream_order_and_callbacks(void) {
   CHECK(ok);
 
   CHECK_RESULT(hipFree(device), hipSuccess);
+  CHECK_RESULT(hipStreamDestroy(stream), hipSuccess);
+}
+
+/* What a host function saw: its calls, and where it came among a stream's host work. */
+struct host_function_record {
+  int calls;
+  int order;
+  int* sequence;
+};
+
+static void record_host_function(void* user_data) {
+  struct host_function_record* record = (struct host_function_record*)user_data;
+  record->calls += 1;
+  record->order = ++*record->sequence;
+}
+
+static void test_host_functions_and_peer_copies(void) {
+  enum { kBytes = 8192 };
+  static unsigned char sent[kBytes];
+  static unsigned char back[kBytes];
+  struct callback_record callback;
+  struct host_function_record before;
+  struct host_function_record after;
+  int sequence = 0;
+  int count = 0;
+  hipStream_t stream = NULL;
+  void* source = NULL;
+  void* target = NULL;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  size_t device_total = 0;
+  hipHostFn_t host_function = record_host_function;
+
+  memset(&callback, 0, sizeof callback);
+  memset(&before, 0, sizeof before);
+  memset(&after, 0, sizeof after);
+  callback.sequence = &sequence;
+  before.sequence = &sequence;
+  after.sequence = &sequence;
+  fill_pattern(sent, kBytes, 7);
+  memset(back, 0, kBytes);
+  CHECK_RESULT(hipGetDeviceCount(&count), hipSuccess);
+  CHECK_RESULT(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking), hipSuccess);
+  CHECK_RESULT(hipMalloc(&source, kBytes), hipSuccess);
+  CHECK_RESULT(hipMalloc(&target, kBytes), hipSuccess);
+
+  /* Host functions run once each, in stream order with callbacks and after the copies before them. */
+  CHECK_RESULT(hipMemcpyAsync(source, sent, kBytes, hipMemcpyHostToDevice, stream), hipSuccess);
+  CHECK_RESULT(hipLaunchHostFunc(stream, host_function, &before), hipSuccess);
+  CHECK_RESULT(hipStreamAddCallback(stream, record_callback, &callback, 0), hipSuccess);
+  CHECK_RESULT(hipMemcpyPeerAsync(target, 0, source, 0, kBytes, stream), hipSuccess);
+  CHECK_RESULT(hipMemcpyAsync(back, target, kBytes, hipMemcpyDeviceToHost, stream), hipSuccess);
+  CHECK_RESULT(hipLaunchHostFunc(stream, record_host_function, &after), hipSuccess);
+  CHECK_RESULT(hipStreamSynchronize(stream), hipSuccess);
+  CHECK(before.calls == 1 && callback.calls == 1 && after.calls == 1);
+  CHECK(before.order == 1 && callback.order == 2 && after.order == 3);
+  CHECK(memcmp(back, sent, kBytes) == 0);
+  CHECK_RESULT(hipLaunchHostFunc(stream, NULL, &before), hipErrorInvalidValue);
+  CHECK_RESULT(hipStreamSynchronize(stream), hipSuccess);
+  CHECK(before.calls == 1);
+
+  /* The synchronous form, and device ordinals checked before anything moves. */
+  CHECK_RESULT(hipMemset(target, 0, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpyPeer(target, 0, source, 0, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpy(back, target, kBytes, hipMemcpyDeviceToHost), hipSuccess);
+  CHECK(memcmp(back, sent, kBytes) == 0);
+  CHECK_RESULT(hipMemset(target, 0, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpyPeer(target, count, source, 0, kBytes), hipErrorInvalidDevice);
+  CHECK_RESULT(hipMemcpyPeer(target, 0, source, -1, kBytes), hipErrorInvalidDevice);
+  CHECK_RESULT(hipMemcpyPeerAsync(target, -1, source, 0, kBytes, stream), hipErrorInvalidDevice);
+  CHECK_RESULT(hipMemcpyPeerAsync(target, 0, source, count, kBytes, stream), hipErrorInvalidDevice);
+  CHECK_RESULT(hipStreamSynchronize(stream), hipSuccess);
+  CHECK_RESULT(hipMemcpy(back, target, kBytes, hipMemcpyDeviceToHost), hipSuccess);
+  CHECK(all_equal(back, kBytes, 0));
+
+  /* Memory info of the current device: the total is the device's, what is free fits in it. */
+  CHECK_RESULT(hipMemGetInfo(&free_bytes, &total_bytes), hipSuccess);
+  CHECK_RESULT(hipDeviceTotalMem(&device_total, 0), hipSuccess);
+  CHECK(total_bytes == device_total);
+  CHECK(free_bytes > 0 && free_bytes <= total_bytes);
+  CHECK_RESULT(hipMemGetInfo(NULL, &total_bytes), hipErrorInvalidValue);
+  CHECK_RESULT(hipMemGetInfo(&free_bytes, NULL), hipErrorInvalidValue);
+
+  CHECK_RESULT(hipFree(source), hipSuccess);
+  CHECK_RESULT(hipFree(target), hipSuccess);
   CHECK_RESULT(hipStreamDestroy(stream), hipSuccess);
 }
 
@@ -585,6 +671,7 @@ int main(void) {
   test_events();
   test_malloc_async();
   test_pools();
+  test_host_functions_and_peer_copies();
 
   CHECK_RESULT(hipDeviceSynchronize(), hipSuccess);
   return checks_summary();

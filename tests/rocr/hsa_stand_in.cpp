@@ -272,6 +272,10 @@ hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, v
     case HSA_AGENT_INFO_NODE: return put(value, std::uint32_t{*index});
     case HSA_AGENT_INFO_DEVICE: return put(value, is_gpu(*index) ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU);
     case HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT: return put(value, compute_units(*index));
+    case HSA_AMD_AGENT_INFO_MEMORY_AVAIL: {
+      const std::size_t in_use = state().pool_in_use[*index];
+      return put(value, std::uint64_t{pool_limit(*index) - std::min(in_use, pool_limit(*index))});
+    }
   }
   return HSA_STATUS_ERROR_INVALID_ARGUMENT;
 }

@@ -433,6 +433,18 @@ class CudaBackend final : public Backend {
     return to_hip(api_.cuCtxSynchronize());
   }
 
+  hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    if (const hipError_t error = to_hip(api_.cuMemGetInfo_v2(&free_bytes, &total_bytes)); error != hipSuccess) {
+      return error;
+    }
+    *free = free_bytes;
+    *total = total_bytes;
+    return hipSuccess;
+  }
+
   hipError_t allocate(int device, std::size_t size, void** out) override {
     if (const hipError_t error = bind(device); error != hipSuccess) return error;
     CUdeviceptr at = 0;

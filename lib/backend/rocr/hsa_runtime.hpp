@@ -71,6 +71,7 @@ enum hsa_agent_info_t : int {
   HSA_AGENT_INFO_DEVICE = 17,  // hsa_device_type_t
   HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT = 0xA002,  // uint32_t
   HSA_AMD_AGENT_INFO_PRODUCT_NAME = 0xA009,  // char[64]
+  HSA_AMD_AGENT_INFO_MEMORY_AVAIL = 0xA015,  // uint64_t: free across the agent's global pools
 };
 
 enum hsa_device_type_t : int {

@@ -359,6 +359,20 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
 
   hipError_t synchronize(int device) override { return valid(device) ? hipSuccess : hipErrorInvalidDevice; }
 
+  // ROCr counts what the kernel driver has given out of the GPU's memory, to any process.
+  hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
+    if (!valid(device)) return hipErrorInvalidDevice;
+    std::uint64_t available = 0;
+    if (const hsa_status_t status = api_.hsa_agent_get_info(gpus_[static_cast<std::size_t>(device)].agent,
+                                                            rocr::HSA_AMD_AGENT_INFO_MEMORY_AVAIL, &available);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    *total = devices_[static_cast<std::size_t>(device)].total_memory;
+    *free = std::min(available, *total);
+    return hipSuccess;
+  }
+
   // A word of device memory moves by a copy of its 4 or 8 bytes, which a copy engine does not tear.
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     if (bytes != sizeof(std::uint32_t) && bytes != sizeof(std::uint64_t)) return hipErrorInvalidValue;
