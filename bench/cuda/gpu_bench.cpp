@@ -98,7 +98,6 @@ inline constexpr auto CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = static_cast<C
 // cuEventElapsedTime.
 #define GPU_BENCH_EXTRA_ENTRY_POINTS(X)                                                   \
   X(cuDriverGetVersion, CUresult (*)(int* version))                                       \
-  X(cuMemGetInfo_v2, CUresult (*)(std::size_t * free, std::size_t * total))               \
   X(cuMemcpyDtoD_v2, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))   \
   X(cuStreamCreate, CUresult (*)(CUstream * stream, unsigned flags))                      \
   X(cuStreamDestroy_v2, CUresult (*)(CUstream stream))                                    \
