@@ -121,6 +121,9 @@ class FaultyBackend final : public Backend {
   hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
     return inner_->memory_info(device, free, total);
   }
+  hipError_t set_peer_access(int device, int peer, bool enabled) override {
+    return inner_->set_peer_access(device, peer, enabled);
+  }
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     return inner_->load_word(address, bytes, value);
   }

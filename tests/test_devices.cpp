@@ -613,6 +613,69 @@ TEST_CASE("spanning set access for another device, and hipMalloc memory on any d
   CHECK(hipMemAddressFree(base, 3 * g) == hipSuccess);
 }
 
+TEST_CASE("hipDeviceEnablePeerAccess/DisablePeerAccess: per ordered pair, with the documented refusals" *
+          doctest::test_suite("devices-3")) {
+  require_devices(3);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  const int count = device_count();
+  constexpr std::size_t kBytes = 64 * 1024;
+  std::vector<unsigned char> sent(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) sent[i] = static_cast<unsigned char>(i * 7 + 3);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  void* before_enabling = nullptr;  // device 1's memory from before device 0 was given access
+  REQUIRE(hipMalloc(&before_enabling, kBytes) == hipSuccess);
+  REQUIRE(hipMemcpy(before_enabling, sent.data(), kBytes, hipMemcpyHostToDevice) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  CHECK_REFUSED(hipDeviceEnablePeerAccess(1, 1), hipErrorInvalidValue);
+  CHECK_REFUSED(hipDeviceEnablePeerAccess(0, 0), hipErrorInvalidDevice);  // not its own peer
+  CHECK_REFUSED(hipDeviceEnablePeerAccess(count, 0), hipErrorInvalidDevice);
+  CHECK_REFUSED(hipDeviceEnablePeerAccess(-1, 0), hipErrorInvalidDevice);
+  CHECK_REFUSED(hipDeviceDisablePeerAccess(1), hipErrorPeerAccessNotEnabled);
+  CHECK_REFUSED(hipDeviceDisablePeerAccess(0), hipErrorInvalidDevice);
+
+  CHECK(hipDeviceEnablePeerAccess(1, 0) == hipSuccess);
+  CHECK_REFUSED(hipDeviceEnablePeerAccess(1, 0), hipErrorPeerAccessAlreadyEnabled);
+  // Device 1 may use device 0's memory only once it is given access itself.
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  CHECK_REFUSED(hipDeviceDisablePeerAccess(0), hipErrorPeerAccessNotEnabled);
+  CHECK(hipDeviceEnablePeerAccess(0, 0) == hipSuccess);
+  CHECK(hipDeviceDisablePeerAccess(0) == hipSuccess);
+  void* after_enabling = nullptr;  // made while device 0 has access to device 1
+  REQUIRE(hipMalloc(&after_enabling, kBytes) == hipSuccess);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
+  void* on_two = nullptr;
+  REQUIRE(hipMalloc(&on_two, kBytes) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  // Copies made by device 0 between its own memory and its peer's, old and new (on ROCr, where a
+  // copy engine must reach both sides, device 0's engine now can), and a third device's.
+  void* on_zero = nullptr;
+  REQUIRE(hipMalloc(&on_zero, kBytes) == hipSuccess);
+  std::vector<unsigned char> back(kBytes);
+  CHECK(hipMemcpyPeer(on_zero, 0, before_enabling, 1, kBytes) == hipSuccess);
+  CHECK(hipMemcpyPeer(after_enabling, 1, on_zero, 0, kBytes) == hipSuccess);
+  CHECK(hipMemcpyPeer(on_two, 2, after_enabling, 1, kBytes) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), on_two, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == sent);
+
+  CHECK(hipDeviceDisablePeerAccess(1) == hipSuccess);
+  CHECK_REFUSED(hipDeviceDisablePeerAccess(1), hipErrorPeerAccessNotEnabled);
+  // Taken back, the access can be given again; copies go on as before.
+  CHECK(hipDeviceEnablePeerAccess(1, 0) == hipSuccess);
+  CHECK(hipDeviceDisablePeerAccess(1) == hipSuccess);
+  REQUIRE(hipMemset(on_two, 0, kBytes) == hipSuccess);
+  CHECK(hipMemcpyPeer(on_two, 2, before_enabling, 1, kBytes) == hipSuccess);
+  CHECK(hipMemcpy(back.data(), on_two, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == sent);
+
+  CHECK(hipFree(before_enabling) == hipSuccess);
+  CHECK(hipFree(after_enabling) == hipSuccess);
+  CHECK(hipFree(on_zero) == hipSuccess);
+  CHECK(hipFree(on_two) == hipSuccess);
+}
+
 TEST_CASE("hipMemcpyPeer/Async: device memory of one device into another's, made by the current device" *
           doctest::test_suite("devices-3")) {
   require_devices(3);

@@ -1152,18 +1152,21 @@ TEST_CASE("reuse: AllowOpportunistic takes a block freed after device work once 
   ReuseFixture f;
   set_policies(f.pool, false, true, false);
   bool reused = false;
-  for (const auto settle : {50ms, 250ms, 1000ms}) {
+  // B keeps what it took until the end: a block B freed itself would be its first choice in the
+  // next round, and no later round could then show the reuse.
+  std::vector<void*> taken_by_b;
+  for (const auto settle : {50ms, 250ms, 1000ms, 3000ms}) {
     void* freed = pool_alloc(f.pool, kReuseBytes, f.a);
     REQUIRE(hipMemsetAsync(freed, 0x3C, kReuseBytes, f.a) == hipSuccess);
     REQUIRE(hipFreeAsync(freed, f.a) == hipSuccess);
     std::this_thread::sleep_for(settle);
-    void* taken = pool_alloc(f.pool, kReuseBytes, f.b);
-    reused = taken == freed;
-    REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
-    REQUIRE(hipStreamSynchronize(f.b) == hipSuccess);
+    taken_by_b.push_back(pool_alloc(f.pool, kReuseBytes, f.b));
+    reused = taken_by_b.back() == freed;
     if (reused) break;
   }
   CHECK(reused);
+  for (void* taken : taken_by_b) REQUIRE(hipFreeAsync(taken, f.b) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(f.b) == hipSuccess);
 }
 
 TEST_CASE("reuse: AllowInternalDependencies, on and off; when on, the allocating stream waits for the free") {

@@ -701,6 +701,8 @@ HIPXX_API hipError_t hipGetDevice(int* deviceId);
 HIPXX_API hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int deviceId);
 HIPXX_API hipError_t hipDeviceSynchronize(void);
 HIPXX_API hipError_t hipDeviceCanAccessPeer(int* canAccessPeer, int deviceId, int peerDeviceId);
+HIPXX_API hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags);
+HIPXX_API hipError_t hipDeviceDisablePeerAccess(int peerDeviceId);
 HIPXX_API hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device);
 HIPXX_API hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t device);
 HIPXX_API hipError_t hipDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);

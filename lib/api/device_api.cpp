@@ -112,6 +112,27 @@ hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
   });
 }
 
+hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags) {
+  return guarded([&](Runtime& runtime) {
+    if (flags != 0) return hipErrorInvalidValue;
+    const int device = Runtime::current_device();
+    if (!runtime.valid_device(device) || !runtime.valid_device(peerDeviceId) || peerDeviceId == device) {
+      return hipErrorInvalidDevice;
+    }
+    return runtime.peer_access().enable(runtime.backend(), device, peerDeviceId);
+  });
+}
+
+hipError_t hipDeviceDisablePeerAccess(int peerDeviceId) {
+  return guarded([&](Runtime& runtime) {
+    const int device = Runtime::current_device();
+    if (!runtime.valid_device(device) || !runtime.valid_device(peerDeviceId) || peerDeviceId == device) {
+      return hipErrorInvalidDevice;
+    }
+    return runtime.peer_access().disable(runtime.backend(), device, peerDeviceId);
+  });
+}
+
 hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device) {
   return guarded([&](Runtime& runtime) {
     if (name == nullptr || len <= 0) return hipErrorInvalidValue;

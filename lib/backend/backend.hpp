@@ -241,6 +241,12 @@ class Backend {
   // A snapshot of `device`'s memory: what is not in use now, by this process or any other, and
   // the total it can give out (DeviceProperties::total_memory), in bytes.
   [[nodiscard]] virtual hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) = 0;
+  // Lets `device` use the plain allocations (allocate()) of `peer`, present and future, or takes
+  // that back; the runtime keeps the books and calls this once per change. The host backend's
+  // devices all reach all memory already.
+  [[nodiscard]] virtual hipError_t set_peer_access(int /*device*/, int /*peer*/, bool /*enabled*/) {
+    return hipSuccess;
+  }
   // One naturally aligned 4- or 8-byte word, read or written atomically (stream wait/write value).
   [[nodiscard]] virtual hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) = 0;
   [[nodiscard]] virtual hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) = 0;

@@ -8,6 +8,7 @@
 #include "core/event.hpp"
 #include "core/immortal.hpp"
 #include "core/managed_memory.hpp"
+#include "core/peer_access.hpp"
 #include "core/pool_registry.hpp"
 #include "core/pool_sharing.hpp"
 #include "core/stream_registry.hpp"
@@ -47,6 +48,7 @@ class alignas(64) Runtime {
   // hipErrorNoDevice when no backend could be started.
   [[nodiscard]] hipError_t status() const noexcept { return device_count_ > 0 ? hipSuccess : hipErrorNoDevice; }
   [[nodiscard]] backend::Backend& backend() noexcept { return *backend_; }
+  [[nodiscard]] PeerAccess& peer_access() noexcept { return peer_access_; }
   [[nodiscard]] int device_count() const noexcept { return device_count_; }
   [[nodiscard]] bool valid_device(int device) const noexcept { return device >= 0 && device < device_count(); }
   [[nodiscard]] const std::string& selection_error() const noexcept { return selection_error_; }
@@ -199,6 +201,7 @@ class alignas(64) Runtime {
   EventRegistry events_;
   PoolRegistry pools_;
   ManagedMemory managed_;
+  PeerAccess peer_access_;
   // Last, so it goes first: its broker thread and imported mirrors still use the rest.
   PoolSharing pool_sharing_{*this};
 };

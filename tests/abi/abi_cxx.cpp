@@ -104,6 +104,8 @@ CHECK_SIG(hipDriverGetVersion, hipError_t, (int* driverVersion));
 CHECK_SIG(hipRuntimeGetVersion, hipError_t, (int* runtimeVersion));
 CHECK_SIG(hipExtMallocWithFlags, hipError_t, (void** ptr, size_t sizeBytes, unsigned int flags));
 CHECK_SIG(hipMemGetInfo, hipError_t, (size_t * free, size_t* total));
+CHECK_SIG(hipDeviceEnablePeerAccess, hipError_t, (int peerDeviceId, unsigned int flags));
+CHECK_SIG(hipDeviceDisablePeerAccess, hipError_t, (int peerDeviceId));
 CHECK_SIG(hipMemcpyPeer, hipError_t, (void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes));
 CHECK_SIG(hipMemcpyPeerAsync, hipError_t,
           (void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes, hipStream_t stream));

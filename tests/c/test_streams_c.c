@@ -284,6 +284,14 @@ static void test_host_functions_and_peer_copies(void) {
   CHECK_RESULT(hipMemcpy(back, target, kBytes, hipMemcpyDeviceToHost), hipSuccess);
   CHECK(all_equal(back, kBytes, 0));
 
+  /* Peer access: a device is not its own peer, flags are reserved, and nothing enabled cannot be
+   * disabled. (Pairs of devices are tested where there are two, in test_devices.) */
+  CHECK_RESULT(hipDeviceEnablePeerAccess(0, 0), hipErrorInvalidDevice);
+  CHECK_RESULT(hipDeviceEnablePeerAccess(count, 0), hipErrorInvalidDevice);
+  CHECK_RESULT(hipDeviceEnablePeerAccess(0, 1), hipErrorInvalidValue);
+  CHECK_RESULT(hipDeviceDisablePeerAccess(0), hipErrorInvalidDevice);
+  CHECK_RESULT(hipDeviceDisablePeerAccess(-1), hipErrorInvalidDevice);
+
   /* Memory info of the current device: the total is the device's, what is free fits in it. */
   CHECK_RESULT(hipMemGetInfo(&free_bytes, &total_bytes), hipSuccess);
   CHECK_RESULT(hipDeviceTotalMem(&device_total, 0), hipSuccess);

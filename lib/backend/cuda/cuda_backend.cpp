@@ -57,6 +57,9 @@ hipError_t cuda::to_hip(CUresult result) noexcept {
     case cuda::CUDA_ERROR_INVALID_HANDLE: return hipErrorInvalidHandle;
     case cuda::CUDA_ERROR_INVALID_CONTEXT: return hipErrorInvalidContext;
     case cuda::CUDA_ERROR_ILLEGAL_ADDRESS: return hipErrorIllegalAddress;
+    case cuda::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return hipErrorPeerAccessUnsupported;
+    case cuda::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return hipErrorPeerAccessAlreadyEnabled;
+    case cuda::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return hipErrorPeerAccessNotEnabled;
     case cuda::CUDA_ERROR_NOT_SUPPORTED: return hipErrorNotSupported;
     default: return hipErrorUnknown;
   }
@@ -431,6 +434,15 @@ class CudaBackend final : public Backend {
     import_fd_closer_.flush();
     if (const hipError_t error = bind(device); error != hipSuccess) return error;
     return to_hip(api_.cuCtxSynchronize());
+  }
+
+  // Plain allocations are cuMemAlloc memory, which a context reaches in its peers once it has been
+  // given peer access to them.
+  hipError_t set_peer_access(int device, int peer, bool enabled) override {
+    if (!valid(peer)) return hipErrorInvalidDevice;
+    if (const hipError_t error = bind(device); error != hipSuccess) return error;
+    const CUcontext peer_context = handles_[static_cast<std::size_t>(peer)].context;
+    return to_hip(enabled ? api_.cuCtxEnablePeerAccess(peer_context, 0) : api_.cuCtxDisablePeerAccess(peer_context));
   }
 
   hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {

@@ -28,8 +28,11 @@ inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;  // only for a clearer m
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
+inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
 inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
+inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 enum CUdevice_attribute : int {
@@ -146,6 +149,8 @@ static_assert(sizeof(CUipcMemHandle) == 64);
   X(cuCtxGetCurrent, CUresult (*)(CUcontext * context))                                                                \
   X(cuCtxSetCurrent, CUresult (*)(CUcontext context))                                                                  \
   X(cuCtxSynchronize, CUresult (*)())                                                                                  \
+  X(cuCtxEnablePeerAccess, CUresult (*)(CUcontext peer, unsigned int flags))                                           \
+  X(cuCtxDisablePeerAccess, CUresult (*)(CUcontext peer))                                                              \
   X(cuMemAlloc_v2, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes))                                                 \
   X(cuMemFree_v2, CUresult (*)(CUdeviceptr ptr))                                                                       \
   X(cuMemcpy, CUresult (*)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes))                                       \

@@ -416,6 +416,13 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     }
     try {
       std::lock_guard lock{mutex_};
+      // Devices given peer access to this one reach its new memory too.
+      if (const hsa_status_t status = peers_of_[static_cast<std::size_t>(device)] == 0 ? rocr::HSA_STATUS_SUCCESS
+                                                                                       : allow_peers_locked(at, device);
+          status != rocr::HSA_STATUS_SUCCESS) {
+        (void)api_.hsa_amd_memory_pool_free(at);
+        return to_hip(status);
+      }
       device_ranges_[address_of(at)] =
           DeviceRange{.size = size, .kind = DeviceMemory::pool_allocation, .owner = device, .granted = {}};
     } catch (...) {
@@ -423,6 +430,29 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       throw;
     }
     *out = at;
+    return hipSuccess;
+  }
+
+  // ROCr gives a pool allocation's access to the agents listed, its own pool's agent and no other:
+  // every allocation of `peer` is granted again with the new set. Where one refuses, those granted
+  // so far are put back as they were.
+  hipError_t set_peer_access(int device, int peer, bool enabled) override {
+    if (!valid(device) || !valid(peer)) return hipErrorInvalidDevice;
+    std::lock_guard lock{mutex_};
+    std::uint64_t& peers = peers_of_[static_cast<std::size_t>(peer)];
+    const std::uint64_t before = peers;
+    peers = enabled ? before | bit_of(device) : before & ~bit_of(device);
+    std::vector<void*> granted;
+    for (const auto& [base, range] : device_ranges_) {
+      if (range.kind != DeviceMemory::pool_allocation || range.owner != peer) continue;
+      void* const at = reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr): our own allocation
+      if (const hsa_status_t status = allow_peers_locked(at, peer); status != rocr::HSA_STATUS_SUCCESS) {
+        peers = before;
+        for (void* undo : granted) (void)allow_peers_locked(undo, peer);
+        return to_hip(status);
+      }
+      granted.push_back(at);
+    }
     return hipSuccess;
   }
 
@@ -610,7 +640,9 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     if (address >= base + range.size) return host();
     Place place{.device = true, .length = std::min(most, base + range.size - address)};
     switch (range.kind) {
-      case DeviceMemory::pool_allocation: place.reachable_by = bit_of(range.owner); break;
+      case DeviceMemory::pool_allocation:
+        place.reachable_by = bit_of(range.owner) | peers_of_[static_cast<std::size_t>(range.owner)];
+        break;
       case DeviceMemory::ipc_attachment: place.reachable_by = every_device(); break;  // attached for all
       case DeviceMemory::mapping:
         for (std::size_t device = 0; device < range.granted.size(); ++device) {
@@ -653,6 +685,17 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   }
 
   [[nodiscard]] static std::uint64_t bit_of(int device) noexcept { return std::uint64_t{1} << device; }
+
+  // Grants the pool allocation at `at`, of device `owner`, to the owner and the devices given peer
+  // access to it (only the owner, where none are: the call takes the whole list each time).
+  hsa_status_t allow_peers_locked(void* at, int owner) {
+    const std::uint64_t reach = bit_of(owner) | peers_of_[static_cast<std::size_t>(owner)];
+    std::vector<hsa_agent_t> agents;
+    for (std::size_t device = 0; device < gpus_.size(); ++device) {
+      if ((reach & bit_of(static_cast<int>(device))) != 0) agents.push_back(gpus_[device].agent);
+    }
+    return api_.hsa_amd_agents_allow_access(static_cast<std::uint32_t>(agents.size()), agents.data(), nullptr, at);
+  }
 
   [[nodiscard]] std::uint64_t every_device() const noexcept {
     return gpus_.size() >= 64 ? ~std::uint64_t{0} : bit_of(static_cast<int>(gpus_.size())) - 1;
@@ -868,6 +911,8 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   const std::vector<DeviceProperties> devices_;
   std::mutex mutex_;  // guards the tables below; taken after the books' lock, never before it
   std::map<std::uintptr_t, DeviceRange> device_ranges_;  // base -> the device memory there
+  // For each device, the devices given peer access to its plain allocations (hipDeviceEnablePeerAccess).
+  std::vector<std::uint64_t> peers_of_ = std::vector<std::uint64_t>(gpus_.size(), 0);
   std::unordered_map<std::uint64_t, int> handle_devices_;  // created handle -> its device
   std::unordered_map<std::uintptr_t, std::size_t> managed_;  // managed base -> mapped length
   std::unordered_map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> widened_;  // aligned -> reserved
