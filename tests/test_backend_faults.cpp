@@ -33,7 +33,7 @@ using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
 using test_support::open_fd_count;
 
-enum class Call { reserve, free_reservation, create, map, unmap, set_access, export_fd, import_fd };
+enum class Call { reserve, free_reservation, create, map, unmap, set_access, export_fd, import_fd, set_peer_access };
 
 // Forwards every call to a host backend, except the one it was told to fail, once; and counts the
 // physical allocations and mappings the backend holds, to show what the runtime leaves behind.
@@ -122,7 +122,11 @@ class FaultyBackend final : public Backend {
     return inner_->memory_info(device, free, total);
   }
   hipError_t set_peer_access(int device, int peer, bool enabled) override {
+    if (const auto error = injected(Call::set_peer_access)) return *error;
     return inner_->set_peer_access(device, peer, enabled);
+  }
+  hipError_t can_access_peer(int device, int peer, bool* can) override {
+    return inner_->can_access_peer(device, peer, can);
   }
   hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) override {
     return inner_->load_word(address, bytes, value);
@@ -301,6 +305,20 @@ TEST_CASE("a reservation or an allocation the backend refuses is not booked") {
   CHECK(faulty.runtime->free_reservation(base, 4 * g) == hipSuccess);
   CHECK(faulty.runtime->counts().reservations == 0);
   CHECK(faulty.runtime->counts().allocations == 0);
+}
+
+TEST_CASE("peer access the driver refuses to give or take back is not booked as given or taken back") {
+  FaultyRuntime faulty(2);
+  hipxx::core::PeerAccess& peers = faulty.runtime->peer_access();
+  faulty.backend->fail(Call::set_peer_access, hipErrorOutOfMemory);
+  CHECK(peers.enable(*faulty.backend, 0, 1) == hipErrorOutOfMemory);
+  CHECK(peers.disable(*faulty.backend, 0, 1) == hipErrorPeerAccessNotEnabled);  // still not given
+  CHECK(peers.enable(*faulty.backend, 0, 1) == hipSuccess);
+  faulty.backend->fail(Call::set_peer_access, hipErrorUnknown);
+  CHECK(peers.disable(*faulty.backend, 0, 1) == hipErrorUnknown);
+  CHECK(peers.enable(*faulty.backend, 0, 1) == hipErrorPeerAccessAlreadyEnabled);  // still given
+  CHECK(peers.disable(*faulty.backend, 0, 1) == hipSuccess);
+  CHECK(peers.disable(*faulty.backend, 0, 1) == hipErrorPeerAccessNotEnabled);
 }
 
 TEST_CASE("a map the backend refuses books nothing, and the allocation is as before") {

@@ -106,8 +106,11 @@ hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
   return guarded([&](Runtime& runtime) {
     if (can_access == nullptr) return hipErrorInvalidValue;
     if (!runtime.valid_device(device) || !runtime.valid_device(peer)) return hipErrorInvalidDevice;
-    // Every host device is one address space; a device is not its own peer.
-    *can_access = device != peer ? 1 : 0;
+    bool can = false;
+    if (const hipError_t error = runtime.backend().can_access_peer(device, peer, &can); error != hipSuccess) {
+      return error;
+    }
+    *can_access = can ? 1 : 0;
     return hipSuccess;
   });
 }
@@ -119,6 +122,11 @@ hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags) {
     if (!runtime.valid_device(device) || !runtime.valid_device(peerDeviceId) || peerDeviceId == device) {
       return hipErrorInvalidDevice;
     }
+    bool can = false;
+    if (const hipError_t error = runtime.backend().can_access_peer(device, peerDeviceId, &can); error != hipSuccess) {
+      return error;
+    }
+    if (!can) return hipErrorPeerAccessUnsupported;
     return runtime.peer_access().enable(runtime.backend(), device, peerDeviceId);
   });
 }

@@ -247,6 +247,12 @@ class Backend {
   [[nodiscard]] virtual hipError_t set_peer_access(int /*device*/, int /*peer*/, bool /*enabled*/) {
     return hipSuccess;
   }
+  // Whether `device` can be given access to `peer`'s memory (hipDeviceCanAccessPeer); a device is
+  // never its own peer. Where the driver has no say, any two devices can.
+  [[nodiscard]] virtual hipError_t can_access_peer(int device, int peer, bool* can) {
+    *can = device != peer;
+    return hipSuccess;
+  }
   // One naturally aligned 4- or 8-byte word, read or written atomically (stream wait/write value).
   [[nodiscard]] virtual hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) = 0;
   [[nodiscard]] virtual hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) = 0;

@@ -445,6 +445,19 @@ class CudaBackend final : public Backend {
     return to_hip(enabled ? api_.cuCtxEnablePeerAccess(peer_context, 0) : api_.cuCtxDisablePeerAccess(peer_context));
   }
 
+  hipError_t can_access_peer(int device, int peer, bool* can) override {
+    if (!valid(device) || !valid(peer)) return hipErrorInvalidDevice;
+    int answer = 0;
+    if (const hipError_t error =
+            to_hip(api_.cuDeviceCanAccessPeer(&answer, handles_[static_cast<std::size_t>(device)].device,
+                                              handles_[static_cast<std::size_t>(peer)].device));
+        error != hipSuccess) {
+      return error;
+    }
+    *can = answer != 0;
+    return hipSuccess;
+  }
+
   hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
     if (const hipError_t error = bind(device); error != hipSuccess) return error;
     std::size_t free_bytes = 0;

@@ -142,6 +142,7 @@ static_assert(sizeof(CUipcMemHandle) == 64);
   X(cuDeviceGet, CUresult (*)(CUdevice * device, int ordinal))                                                         \
   X(cuDeviceGetName, CUresult (*)(char* name, int length, CUdevice device))                                            \
   X(cuDeviceTotalMem_v2, CUresult (*)(std::size_t * bytes, CUdevice device))                                           \
+  X(cuDeviceCanAccessPeer, CUresult (*)(int* can_access, CUdevice device, CUdevice peer))                              \
   X(cuMemGetInfo_v2, CUresult (*)(std::size_t * free, std::size_t * total))                                            \
   X(cuDeviceGetAttribute, CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device))                     \
   X(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext * context, CUdevice device))                                      \
