@@ -100,6 +100,16 @@ struct ChildMode {
       child_expect_count(std::atoi(text.c_str() + 6), "host");
     } else if (text.rfind("rocr=", 0) == 0) {
       child_expect_count(std::atoi(text.c_str() + 5), "rocr");
+    } else if (text == "rocr-no-peers") {
+      // ROCr says one GPU may never use another's pool: they are no peers, and access is refused.
+      int can = -1;
+      CHILD_CHECK(hipDeviceCanAccessPeer(&can, 0, 1) == hipSuccess && can == 0);
+      CHILD_CHECK(hipDeviceCanAccessPeer(&can, 1, 0) == hipSuccess && can == 0);
+      CHILD_CHECK(hipDeviceEnablePeerAccess(1, 0) == hipErrorPeerAccessUnsupported);
+      CHILD_CHECK(hipDeviceDisablePeerAccess(1) == hipErrorPeerAccessNotEnabled);
+      void* ptr = nullptr;  // plain allocations stay as they were
+      CHILD_CHECK(hipSetDevice(1) == hipSuccess && hipMalloc(&ptr, 4096) == hipSuccess);
+      CHILD_CHECK(hipMemset(ptr, 0x11, 4096) == hipSuccess && hipFree(ptr) == hipSuccess);
     } else if (text == "not-rocr") {
       int count = 0;
       CHILD_CHECK(hipGetDeviceCount(&count) == hipSuccess && count >= 1);
@@ -407,6 +417,14 @@ TEST_CASE("choosing the ROCr backend, and why it is passed over") {
   SUBCASE("auto tries ROCr first") {
     const ChildResult result = run_child(
         "rocr=3", {{"HIPXX_BACKEND", nullptr}, {"HIPXX_ROCR_LIBRARY", library.c_str()}, {"HIPXX_STAND_IN_GPUS", "3"}});
+    CHECK(result.exited);
+    CHECK(result.code == 0);
+  }
+  SUBCASE("GPUs ROCr says can never use each other's pools are no peers") {
+    const ChildResult result = run_child("rocr-no-peers", {{"HIPXX_BACKEND", "rocr"},
+                                                           {"HIPXX_ROCR_LIBRARY", library.c_str()},
+                                                           {"HIPXX_STAND_IN_GPUS", "2"},
+                                                           {"HIPXX_STAND_IN_NO_PEER", "1"}});
     CHECK(result.exited);
     CHECK(result.code == 0);
   }

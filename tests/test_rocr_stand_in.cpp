@@ -370,6 +370,24 @@ TEST_CASE("agents come CPU first, then the GPUs, each with one pool") {
   bool xnack = true;
   CHECK(hsa().hsa_system_get_info(HSA_AMD_SYSTEM_INFO_XNACK_ENABLED, &xnack) == HSA_STATUS_SUCCESS);
   CHECK_FALSE(xnack);
+
+  // Who may use which pool: an agent its own, a GPU another's once granted, the CPU never a GPU's.
+  const auto access = [](hsa_agent_t agent, hsa_amd_memory_pool_t pool) {
+    hsa_amd_memory_pool_access_t answer = HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED;
+    REQUIRE(hsa().hsa_amd_agent_memory_pool_get_info(agent, pool, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, &answer) ==
+            HSA_STATUS_SUCCESS);
+    return answer;
+  };
+  CHECK(access(session.gpus[0], session.gpu_pools[0]) == HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT);
+  CHECK(access(session.gpus[0], session.gpu_pools[1]) == HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+  CHECK(access(session.cpu, session.gpu_pools[1]) == HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+  CHECK(access(session.gpus[1], session.cpu_pool) == HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+  hsa_amd_memory_pool_access_t answer{};
+  CHECK(hsa().hsa_amd_agent_memory_pool_get_info(hsa_agent_t{42}, gpu_pool, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+                                                 &answer) == HSA_STATUS_ERROR_INVALID_AGENT);
+  CHECK(hsa().hsa_amd_agent_memory_pool_get_info(session.gpus[0], hsa_amd_memory_pool_t{7},
+                                                 HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+                                                 &answer) == HSA_STATUS_ERROR_INVALID_MEMORY_POOL);
 }
 
 TEST_CASE("an address range is freed whole, with its size, once nothing is mapped in it") {

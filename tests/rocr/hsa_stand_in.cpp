@@ -77,6 +77,7 @@ std::optional<Config> read_config() {
   }
   config.vmem = !env_flag("HIPXX_STAND_IN_NO_VMEM");
   config.xnack = env_flag("HIPXX_STAND_IN_XNACK");
+  config.peers = !env_flag("HIPXX_STAND_IN_NO_PEER");
   return config;
 }
 
@@ -291,6 +292,25 @@ hsa_status_t hsa_amd_agent_iterate_memory_pools(hsa_agent_t agent, hsa_pool_call
     pool = *index;
   }
   return callback(hsa_amd_memory_pool_t{kPoolTag + pool}, data);
+}
+
+// An agent's own pool is its memory; the CPU never reaches a GPU's pool; a GPU reaches another
+// agent's pool once granted, unless peers are off (then not another GPU's).
+hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_amd_memory_pool_t pool,
+                                                hsa_amd_agent_memory_pool_info_t attribute, void* value) {
+  const auto lock = lock_open();
+  if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  const State& s = state();
+  const auto agent_at = agent_index(s, agent);
+  if (!agent_at) return HSA_STATUS_ERROR_INVALID_AGENT;
+  const auto pool_at = pool_index(s, pool);
+  if (!pool_at) return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
+  if (value == nullptr || attribute != HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (*agent_at == *pool_at) return put(value, HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT);
+  if (!is_gpu(*agent_at) && is_gpu(*pool_at)) return put(value, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+  if (is_gpu(*agent_at) && is_gpu(*pool_at) && !s.config.peers)
+    return put(value, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+  return put(value, HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
 }
 
 hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool, hsa_amd_memory_pool_info_t attribute,

@@ -43,6 +43,7 @@ struct Config {
   unsigned gpus = 1;
   bool vmem = true;
   bool xnack = false;
+  bool peers = true;  // GPUs may be granted each other's pool memory (HIPXX_STAND_IN_NO_PEER=1: never)
   std::chrono::microseconds copy_delay{200};
 };
 

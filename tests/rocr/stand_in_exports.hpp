@@ -23,6 +23,9 @@ HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_agent_iterate_memory_pools(hsa_agent_
                                                                       void* data);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool,
                                                                 hsa_amd_memory_pool_info_t attribute, void* value);
+HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_amd_memory_pool_t pool,
+                                                                      hsa_amd_agent_memory_pool_info_t attribute,
+                                                                      void* value);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t pool, std::size_t size,
                                                                 std::uint32_t flags, void** ptr);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_pool_free(void* ptr);

@@ -176,6 +176,11 @@ hsa_status_t hsa_amd_agents_allow_access(std::uint32_t num_agents, const hsa_age
     complain("hsa_amd_agents_allow_access(" + hex(address) + "): the CPU agent cannot reach a GPU pool's memory");
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
+  if (allocation->second.memory && !s.config.peers && (listed & ~(bit(allocation->second.pool) | bit(kCpu))) != 0) {
+    complain("hsa_amd_agents_allow_access(" + hex(address) + "): another GPU cannot reach this GPU's memory" +
+             " (HIPXX_STAND_IN_NO_PEER=1)");
+    return HSA_STATUS_ERROR_INVALID_AGENT;
+  }
   allocation->second.allowed = bit(allocation->second.pool) | listed;
   return HSA_STATUS_SUCCESS;
 }

@@ -108,6 +108,17 @@ enum hsa_amd_memory_pool_info_t : int {
   HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_REC_GRANULE = 18,  // size_t
 };
 
+// What an agent may do with a pool's memory (hsa_amd_agent_memory_pool_get_info).
+enum hsa_amd_agent_memory_pool_info_t : int {
+  HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS = 0,  // hsa_amd_memory_pool_access_t
+};
+
+enum hsa_amd_memory_pool_access_t : int {
+  HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED = 0,
+  HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT = 1,
+  HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT = 2,  // allowed once hsa_amd_agents_allow_access grants it
+};
+
 enum hsa_signal_condition_t : int {
   HSA_SIGNAL_CONDITION_EQ = 0,
   HSA_SIGNAL_CONDITION_NE = 1,
@@ -179,6 +190,8 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
   X(hsa_amd_agent_iterate_memory_pools, hsa_status_t (*)(hsa_agent_t agent, hsa_pool_callback callback, void* data))  \
   X(hsa_amd_memory_pool_get_info,                                                                                     \
     hsa_status_t (*)(hsa_amd_memory_pool_t pool, hsa_amd_memory_pool_info_t attribute, void* value))                  \
+  X(hsa_amd_agent_memory_pool_get_info, hsa_status_t (*)(hsa_agent_t agent, hsa_amd_memory_pool_t pool,               \
+                                                         hsa_amd_agent_memory_pool_info_t attribute, void* value))    \
   X(hsa_amd_memory_pool_allocate,                                                                                     \
     hsa_status_t (*)(hsa_amd_memory_pool_t pool, std::size_t size, std::uint32_t flags, void** ptr))                  \
   X(hsa_amd_memory_pool_free, hsa_status_t (*)(void* ptr))                                                            \

@@ -433,6 +433,24 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
+  // A GPU can be given another's plain allocations unless ROCr says that agent may never use that pool.
+  hipError_t can_access_peer(int device, int peer, bool* can) override {
+    if (!valid(device) || !valid(peer)) return hipErrorInvalidDevice;
+    if (device == peer) {
+      *can = false;
+      return hipSuccess;
+    }
+    rocr::hsa_amd_memory_pool_access_t access = rocr::HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED;
+    if (const hsa_status_t status = api_.hsa_amd_agent_memory_pool_get_info(
+            gpus_[static_cast<std::size_t>(device)].agent, gpus_[static_cast<std::size_t>(peer)].pool,
+            rocr::HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, &access);
+        status != rocr::HSA_STATUS_SUCCESS) {
+      return to_hip(status);
+    }
+    *can = access != rocr::HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED;
+    return hipSuccess;
+  }
+
   // ROCr gives a pool allocation's access to the agents listed, its own pool's agent and no other:
   // every allocation of `peer` is granted again with the new set. Where one refuses, those granted
   // so far are put back as they were.
