@@ -13,6 +13,14 @@ int clamp_to_int(std::uint64_t value) noexcept {
   return static_cast<int>(std::min<std::uint64_t>(value, std::numeric_limits<int>::max()));
 }
 
+// Peer access is between the calling thread's current device and another valid one: that device,
+// or hipErrorInvalidDevice.
+hipError_t current_device_with_peer(const core::Runtime& runtime, int peer, int* device) {
+  *device = core::Runtime::current_device();
+  const bool pair = runtime.valid_device(*device) && runtime.valid_device(peer) && peer != *device;
+  return pair ? hipSuccess : hipErrorInvalidDevice;
+}
+
 hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttribute_t attribute, int* value) {
   switch (attribute) {
     case hipDeviceAttributeVirtualMemoryManagementSupported: *value = device.virtual_memory ? 1 : 0; break;
@@ -118,9 +126,10 @@ hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
 hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags) {
   return guarded([&](Runtime& runtime) {
     if (flags != 0) return hipErrorInvalidValue;
-    const int device = Runtime::current_device();
-    if (!runtime.valid_device(device) || !runtime.valid_device(peerDeviceId) || peerDeviceId == device) {
-      return hipErrorInvalidDevice;
+    int device = 0;
+    if (const hipError_t error = hipxx::api::current_device_with_peer(runtime, peerDeviceId, &device);
+        error != hipSuccess) {
+      return error;
     }
     bool can = false;
     if (const hipError_t error = runtime.backend().can_access_peer(device, peerDeviceId, &can); error != hipSuccess) {
@@ -133,9 +142,10 @@ hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags) {
 
 hipError_t hipDeviceDisablePeerAccess(int peerDeviceId) {
   return guarded([&](Runtime& runtime) {
-    const int device = Runtime::current_device();
-    if (!runtime.valid_device(device) || !runtime.valid_device(peerDeviceId) || peerDeviceId == device) {
-      return hipErrorInvalidDevice;
+    int device = 0;
+    if (const hipError_t error = hipxx::api::current_device_with_peer(runtime, peerDeviceId, &device);
+        error != hipSuccess) {
+      return error;
     }
     return runtime.peer_access().disable(runtime.backend(), device, peerDeviceId);
   });
