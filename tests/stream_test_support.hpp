@@ -212,9 +212,4 @@ inline int count_once_stalled(const std::atomic<int>& count, int limit) {
   return count.load();
 }
 
-// Whether stream work goes to a device queue (ROCr's, CUDA's, the host backend's stand-in), each of
-// which keeps a bounded amount in flight, so a thread that queues too much on a held stream is held
-// back. Streams run by the runtime's own workers keep their work in the runtime, unbounded.
-inline bool queues_hold_back_producers() { return std::string{hipxxGetStreamEngine()} == "device queues"; }
-
 }  // namespace stest

@@ -608,13 +608,11 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
     }
   });
   const int queued_while_held = count_once_stalled(queued, kFills);
-  if (queues_hold_back_producers()) {
-    // Each operation on a ROCr queue holds signals (kernel resources), and the CUDA driver takes
-    // about a thousand per stream: the thread that queues them is held back once a bounded number
-    // are in flight.
-    CHECK(queued_while_held > 0);
-    CHECK(queued_while_held < kFills);
-  }
+  // Each operation on a ROCr queue holds signals (kernel resources), the CUDA driver takes about a
+  // thousand per stream, and a stream's own thread keeps a bounded list too: the thread that
+  // queues them is held back once a bounded number wait.
+  CHECK(queued_while_held > 0);
+  CHECK(queued_while_held < kFills);
   // Only the thread that fills the stream waits: the runtime's other calls go on meanwhile.
   CHECK(read_back(buffer, kSlots * kSlotBytes) == std::vector<unsigned char>(kSlots * kSlotBytes, 0));
   hipStream_t other = make_stream(hipStreamNonBlocking);
@@ -634,6 +632,51 @@ TEST_CASE("thousands of operations queued behind a held callback all run, in ord
   CHECK(read_back(buffer, kSlots * kSlotBytes) == expected);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(hipFree(buffer) == hipSuccess);
+}
+
+namespace {
+
+// A host function that queues kFills fills on its own stream, each setting slot i % kSlots to i's
+// low byte, more than a stream keeps waiting before it holds a producer back.
+struct SelfFeeding {
+  static constexpr int kFills = 3000;
+  static constexpr std::size_t kSlots = 16;
+  void* buffer = nullptr;
+  hipStream_t stream = nullptr;
+  std::atomic<int> refused{0};
+  std::atomic<bool> returned{false};
+
+  static void run(void* user_data) {
+    auto* self = static_cast<SelfFeeding*>(user_data);
+    for (int i = 0; i < kFills; ++i) {
+      void* const slot = static_cast<unsigned char*>(self->buffer) + static_cast<std::size_t>(i) % kSlots;
+      if (hipMemsetAsync(slot, i & 0xFF, 1, self->stream) != hipSuccess) self->refused.fetch_add(1);
+    }
+    self->returned.store(true);
+  }
+};
+
+}  // namespace
+
+// A HIP callback may not call the runtime on a GPU; the host backend runs it on the stream's own
+// thread, which must never wait for room behind the work it is running.
+TEST_CASE("a stream's own thread queues past the bound without waiting for itself" * doctest::test_suite("host-only")) {
+  LeakCheck leaks;
+  SelfFeeding feeding;
+  feeding.buffer = malloc_device(SelfFeeding::kSlots);
+  feeding.stream = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipLaunchHostFunc(feeding.stream, SelfFeeding::run, &feeding) == hipSuccess);
+  REQUIRE(eventually([&] { return feeding.returned.load(); }, 20000ms));
+  CHECK(feeding.refused.load() == 0);
+  CHECK(hipStreamSynchronize(feeding.stream) == hipSuccess);
+  std::vector<unsigned char> expected(SelfFeeding::kSlots);
+  for (std::size_t slot = 0; slot < SelfFeeding::kSlots; ++slot) {
+    expected[slot] = static_cast<unsigned char>(
+        (slot + ((SelfFeeding::kFills - 1 - slot) / SelfFeeding::kSlots) * SelfFeeding::kSlots) & 0xFF);
+  }
+  CHECK(read_back(feeding.buffer, SelfFeeding::kSlots) == expected);
+  CHECK(hipStreamDestroy(feeding.stream) == hipSuccess);
+  CHECK(hipFree(feeding.buffer) == hipSuccess);
 }
 
 TEST_CASE("thousands of event waits queued on a held stream all pass once it returns; others go on meanwhile") {
@@ -662,11 +705,9 @@ TEST_CASE("thousands of event waits queued on a held stream all pass once it ret
     }
   });
   const int waits_while_held = count_once_stalled(waits, kWaits);
-  if (queues_hold_back_producers()) {
-    // Each wait is an operation on the stream's queue like any other: bounded too.
-    CHECK(waits_while_held > 0);
-    CHECK(waits_while_held < kWaits);
-  }
+  // Each wait is an operation on the stream like any other: bounded too.
+  CHECK(waits_while_held > 0);
+  CHECK(waits_while_held < kWaits);
   CHECK(hipEventQuery(event) == hipErrorNotReady);
   CHECK(hipStreamQuery(recorder) == hipErrorNotReady);
   CHECK(hipMemset(buffer, 0x5A, 64) == hipSuccess);

@@ -136,6 +136,7 @@ struct QueuedHostWork : hipxx::backend::HostCall {
     // Every HostCall whose run is this one is a QueuedHostWork<Call>: run and type are set together.
     const std::unique_ptr<QueuedHostWork> owned{
         static_cast<QueuedHostWork*>(base)};  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
+    const hipxx::core::RunningStreamWork running;
     owned->call(status);
   }
 

@@ -17,7 +17,13 @@ std::atomic<std::uint64_t> next_serial{1};
 // Set on a worker thread once its own stream has been destroyed on it: run() must not touch
 // the stream again.
 thread_local bool own_stream_destroyed = false;
+// Whether this thread runs stream work: a stream's own thread, or a callback's while it runs.
+thread_local bool running_stream_work = false;
 }  // namespace
+
+RunningStreamWork::RunningStreamWork() noexcept : was_running_(running_stream_work) { running_stream_work = true; }
+
+RunningStreamWork::~RunningStreamWork() { running_stream_work = was_running_; }
 
 Stream::Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue)
     : traits_(std::move(traits)),
@@ -268,7 +274,21 @@ hipError_t Stream::status() const {
   return queue_ ? queue_->fault() : hipSuccess;
 }
 
+void Stream::wait_for_room() {
+  if (running_stream_work) return;
+  {
+    std::unique_lock lock{mutex_};
+    if (host_tasks_.size() >= kMaxHostTasks) {
+      ++waiting_for_room_;
+      room_.wait(lock, [&] { return host_tasks_.size() < kMaxHostTasks; });
+      --waiting_for_room_;
+    }
+  }
+  wait_for_queue_room();
+}
+
 void Stream::run() {
+  running_stream_work = true;
   adopt_device(traits_.device);
   std::unique_lock lock{mutex_};
   for (;;) {
@@ -281,13 +301,14 @@ void Stream::run() {
 bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   HostTask task = std::move(host_tasks_.front());
   host_tasks_.pop_front();
+  if (waiting_for_room_ > 0 && host_tasks_.size() < kMaxHostTasks) room_.notify_all();
   lane_running_ = true;
   running_sequence_ = task.sequence;
   // Device work held back behind host work goes onto the queue now, in its turn, once the queue has
   // room (waited for without the lock, which the stream's other callers need meanwhile).
   if (task.on_queue) {
     lock.unlock();
-    wait_for_room();
+    wait_for_queue_room();
     lock.lock();
     const hipError_t queued = submit_locked(task.on_queue, task.sequence);
     task.on_queue = nullptr;

@@ -49,6 +49,21 @@ struct StreamTraits {
   bool is_null = false;
 };
 
+// Marks the calling thread as running stream work (a callback the driver calls, say) while it
+// lives: such a thread never waits for room on a stream (see Stream::wait_for_room).
+class RunningStreamWork {
+ public:
+  RunningStreamWork() noexcept;
+  RunningStreamWork(const RunningStreamWork&) = delete;
+  RunningStreamWork& operator=(const RunningStreamWork&) = delete;
+  RunningStreamWork(RunningStreamWork&&) = delete;
+  RunningStreamWork& operator=(RunningStreamWork&&) = delete;
+  ~RunningStreamWork();
+
+ private:
+  bool was_running_;
+};
+
 class Stream {
  public:
   explicit Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue = nullptr);
@@ -68,11 +83,11 @@ class Stream {
   // A caller that asks for the work's number (`sequence`) gets a point it can wait for on its own
   // (an event's); other device work is only marked when something waits for it (see marked_).
   [[nodiscard]] hipError_t enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence = nullptr);
-  // Returns once the stream's device queue has room (see backend::Queue::wait_for_room); call it
-  // holding no lock, before enqueueing device work.
-  void wait_for_room() const {
-    if (queue_) queue_->wait_for_room();
-  }
+  // Returns once the stream has room for one more piece of work: fewer than kMaxHostTasks waiting
+  // for its thread, and room on its device queue (see backend::Queue::wait_for_room). Call it
+  // holding no lock, before enqueueing. A thread that runs stream work (a stream's own thread, a
+  // callback) does not wait: the work it waits behind may be waiting for it.
+  void wait_for_room();
   // Later work on this stream runs after `other` reached `point`. `recorded` is the device timestamp
   // recorded at that point, where there is one (an event's): the queue can wait for it even after
   // `other` has queued more work.
@@ -111,6 +126,11 @@ class Stream {
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
 
+  // Tasks waiting for the stream's thread past which wait_for_room holds producers, as a device
+  // queue bounds what it keeps. Work queued by threads exempt from the wait, by callers that passed
+  // the check together, and the runtime's own bookkeeping tasks may go beyond it.
+  static constexpr std::size_t kMaxHostTasks = 1024;
+
  private:
   // Work for the stream's thread, number `sequence`: a host task, or with a device queue also
   // device work held back behind host tasks (`on_queue`, with `work` as its host form). For a host
@@ -122,6 +142,9 @@ class Stream {
   };
 
   void run();
+  void wait_for_queue_room() const {
+    if (queue_) queue_->wait_for_room();
+  }
   // Runs the task at the front of the queue; `lock` is held on entry and again on a true return.
   // False: the task's captured state held the stream's last reference, and *this is gone.
   bool run_front(std::unique_lock<std::mutex>& lock);
@@ -150,6 +173,8 @@ class Stream {
   std::vector<PoolRef> pools_;  // under pools_mutex_; a handful, so searched in turn
   mutable std::condition_variable work_ready_;
   mutable std::condition_variable work_done_;
+  std::condition_variable room_;
+  std::size_t waiting_for_room_ = 0;  // producers held in wait_for_room
   std::deque<HostTask> host_tasks_;
   bool lane_running_ = false;  // the stream's thread is running one of host_tasks_
   std::uint64_t running_sequence_ = 0;  // which one

@@ -222,6 +222,7 @@ void StreamRegistry::order_by_null_stream_locked(Stream& stream) {
 }
 
 std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool implicit_ordering) {
+  stream.wait_for_room();  // before the lock, as below
   // One lock across the barrier and the work keeps two threads' submissions from interleaving
   // between a barrier and the work it guards.
   std::lock_guard lock{mutex_};
