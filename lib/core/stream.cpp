@@ -114,6 +114,7 @@ void Stream::push_host_task(HostTask task) {
   // The stream's thread waits for the queue to pass the work before the task: have it marked.
   mark_tail_locked();
   host_tasks_.push_back(std::move(task));
+  host_task_count_.store(host_tasks_.size(), std::memory_order_relaxed);
 }
 
 hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
@@ -276,13 +277,13 @@ hipError_t Stream::status() const {
 
 void Stream::wait_for_room() {
   if (running_stream_work) return;
-  {
+  // The count read without the lock: a producer that misses a task just pushed goes one over the
+  // bound, and the common enqueue takes the lock only once.
+  if (host_task_count_.load(std::memory_order_relaxed) >= kMaxHostTasks) {
     std::unique_lock lock{mutex_};
-    if (host_tasks_.size() >= kMaxHostTasks) {
-      ++waiting_for_room_;
-      room_.wait(lock, [&] { return host_tasks_.size() < kMaxHostTasks; });
-      --waiting_for_room_;
-    }
+    ++waiting_for_room_;
+    room_.wait(lock, [&] { return host_tasks_.size() < kMaxHostTasks; });
+    --waiting_for_room_;
   }
   wait_for_queue_room();
 }
@@ -301,6 +302,7 @@ void Stream::run() {
 bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   HostTask task = std::move(host_tasks_.front());
   host_tasks_.pop_front();
+  host_task_count_.store(host_tasks_.size(), std::memory_order_relaxed);
   if (waiting_for_room_ > 0 && host_tasks_.size() < kMaxHostTasks) room_.notify_all();
   lane_running_ = true;
   running_sequence_ = task.sequence;

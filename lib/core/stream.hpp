@@ -176,6 +176,7 @@ class Stream {
   std::condition_variable room_;
   std::size_t waiting_for_room_ = 0;  // producers held in wait_for_room
   std::deque<HostTask> host_tasks_;
+  std::atomic<std::size_t> host_task_count_{0};  // host_tasks_.size(), for wait_for_room's look without the lock
   bool lane_running_ = false;  // the stream's thread is running one of host_tasks_
   std::uint64_t running_sequence_ = 0;  // which one
   std::uint64_t device_tail_ = 0;  // all work up to this number is on the queue, or done
