@@ -26,8 +26,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <ostream>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------
@@ -1384,6 +1387,303 @@ TEST_CASE("a refused VMM call is the thread's last error") {
   CHECK(hipMemMapArrayAsync(&info, 1, nullptr) == hipErrorNotSupported);
   CHECK(hipGetLastError() == hipErrorNotSupported);
   CHECK(hipGetLastError() == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A random walk through the calls, each one's result predicted by a model of the documented rules:
+// what the unit cases above check one at a time, in the orders and mixtures a program makes.
+
+namespace {
+
+// What the runtime should hold, kept by the test.
+class VmmModel {
+ public:
+  struct Allocation {
+    Handle handle = nullptr;
+    std::size_t size = 0;
+    bool released = false;
+    int mappings = 0;
+    int content = -1;  // the byte every position holds, once written; -1 before
+  };
+  struct Mapping {
+    std::size_t offset = 0;  // in its reservation
+    std::size_t allocation = 0;  // index into allocations
+    bool writable = false;
+  };
+  struct Reservation {
+    void* base = nullptr;
+    std::size_t size = 0;
+    std::vector<Mapping> mappings;  // kept in address order
+  };
+
+  std::vector<Reservation> reservations;
+  std::vector<Allocation> allocations;
+
+  // The run of whole mappings covering [offset, offset + size) of `reservation` exactly, end to end
+  // with no gap: their positions in its list, or nothing where the range is not such a run.
+  static std::optional<std::pair<std::size_t, std::size_t>> tiling(const VmmModel& model,
+                                                                   const Reservation& reservation, std::size_t offset,
+                                                                   std::size_t size) {
+    std::size_t first = 0;
+    while (first < reservation.mappings.size() && reservation.mappings[first].offset < offset) ++first;
+    if (first == reservation.mappings.size() || reservation.mappings[first].offset != offset) return std::nullopt;
+    std::size_t end = offset;
+    std::size_t last = first;
+    for (; last < reservation.mappings.size() && end < offset + size; ++last) {
+      if (reservation.mappings[last].offset != end) return std::nullopt;
+      end += model.allocations[reservation.mappings[last].allocation].size;
+    }
+    if (end != offset + size) return std::nullopt;
+    return std::pair{first, last};
+  }
+
+  [[nodiscard]] bool overlaps(const Reservation& reservation, std::size_t offset, std::size_t size) const {
+    return std::any_of(reservation.mappings.begin(), reservation.mappings.end(), [&](const Mapping& mapping) {
+      const std::size_t mapped_size = allocations[mapping.allocation].size;
+      return offset < mapping.offset + mapped_size && mapping.offset < offset + size;
+    });
+  }
+
+  [[nodiscard]] hipxxBookCounts books_beside(hipxxBookCounts start) const {
+    start.reservations += reservations.size();
+    for (const Reservation& reservation : reservations) start.mappings += reservation.mappings.size();
+    start.allocations += static_cast<std::size_t>(std::count_if(
+        allocations.begin(), allocations.end(), [](const Allocation& a) { return !a.released || a.mappings > 0; }));
+    return start;
+  }
+};
+
+class VmmWalk {
+ public:
+  explicit VmmWalk(std::uint64_t seed) : random_(seed) {}
+
+  void step() {
+    switch (pick(10)) {
+      case 0: reserve_one(); break;
+      case 1: free_one(); break;
+      case 2: create_one(); break;
+      case 3: release_one(); break;
+      case 4:
+      case 5: map_one(); break;
+      case 6: unmap_some(); break;
+      case 7: grant_some(); break;
+      case 8: write_one(); break;
+      default: read_one(); break;
+    }
+    CHECK_EQ(books(), model_.books_beside(start_));
+  }
+
+  // Unmaps, releases and frees whatever the walk left.
+  void finish() {
+    for (VmmModel::Reservation& reservation : model_.reservations) {
+      for (const VmmModel::Mapping& mapping : reservation.mappings) {
+        CHECK(hipMemUnmap(at(reservation.base, mapping.offset), model_.allocations[mapping.allocation].size) ==
+              hipSuccess);
+      }
+      CHECK(hipMemAddressFree(reservation.base, reservation.size) == hipSuccess);
+    }
+    for (const VmmModel::Allocation& allocation : model_.allocations) {
+      if (!allocation.released) CHECK(hipMemRelease(allocation.handle) == hipSuccess);
+    }
+    model_ = {};
+    CHECK_EQ(books(), start_);
+  }
+
+  [[nodiscard]] std::size_t successes() const noexcept { return successes_; }
+  [[nodiscard]] std::size_t refusals() const noexcept { return refusals_; }
+
+ private:
+  static constexpr std::size_t kMaxReservations = 6;
+  static constexpr std::size_t kMaxAllocations = 10;
+
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
+
+  // Checks a call's result against the model's prediction and counts it.
+  void expect(hipError_t result, bool allowed, const char* call) {
+    CAPTURE(call);
+    if (allowed) {
+      CHECK_EQ(result, hipSuccess);
+      ++successes_;
+    } else {
+      CHECK_EQ(result, hipErrorInvalidValue);
+      ++refusals_;
+    }
+  }
+
+  void reserve_one() {
+    if (model_.reservations.size() == kMaxReservations) return;
+    const std::size_t size = (1 + pick(8)) * G;
+    void* base = nullptr;
+    REQUIRE(hipMemAddressReserve(&base, size, 0, nullptr, 0) == hipSuccess);
+    model_.reservations.push_back({.base = base, .size = size, .mappings = {}});
+  }
+
+  void free_one() {
+    if (model_.reservations.empty()) return;
+    const std::size_t index = pick(model_.reservations.size());
+    const VmmModel::Reservation& reservation = model_.reservations[index];
+    // Sometimes the wrong size, which is refused like a reservation with mappings in it.
+    const bool wrong_size = pick(4) == 0;
+    const std::size_t size = wrong_size ? reservation.size + G : reservation.size;
+    const bool allowed = !wrong_size && reservation.mappings.empty();
+    expect(hipMemAddressFree(reservation.base, size), allowed, "hipMemAddressFree");
+    if (allowed) model_.reservations.erase(model_.reservations.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+
+  void create_one() {
+    if (model_.allocations.size() == kMaxAllocations) {
+      // Forget one whose memory is gone, to make room; its handle stays refused.
+      const auto gone = std::find_if(model_.allocations.begin(), model_.allocations.end(),
+                                     [](const VmmModel::Allocation& a) { return a.released && a.mappings == 0; });
+      if (gone == model_.allocations.end()) return;
+      CHECK(hipMemRelease(gone->handle) == hipErrorInvalidValue);
+      forget(static_cast<std::size_t>(gone - model_.allocations.begin()));
+    }
+    const std::size_t size = (1 + pick(3)) * G;
+    model_.allocations.push_back({.handle = create(size), .size = size});
+  }
+
+  // Drops allocation `index` from the model, renumbering the mappings that name later ones.
+  void forget(std::size_t index) {
+    model_.allocations.erase(model_.allocations.begin() + static_cast<std::ptrdiff_t>(index));
+    for (VmmModel::Reservation& reservation : model_.reservations) {
+      for (VmmModel::Mapping& mapping : reservation.mappings) {
+        if (mapping.allocation > index) --mapping.allocation;
+      }
+    }
+  }
+
+  void release_one() {
+    if (model_.allocations.empty()) return;
+    VmmModel::Allocation& allocation = model_.allocations[pick(model_.allocations.size())];
+    expect(hipMemRelease(allocation.handle), !allocation.released, "hipMemRelease");
+    allocation.released = true;
+  }
+
+  void map_one() {
+    if (model_.reservations.empty() || model_.allocations.empty()) return;
+    VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
+    const std::size_t index = pick(model_.allocations.size());
+    VmmModel::Allocation& allocation = model_.allocations[index];
+    const std::size_t offset = pick(reservation.size / G) * G;
+    // Now and then a size other than the allocation's, which is refused.
+    const std::size_t size = pick(8) == 0 ? allocation.size + G : allocation.size;
+    const bool allowed = !allocation.released && size == allocation.size && offset + size <= reservation.size &&
+                         !model_.overlaps(reservation, offset, size);
+    expect(hipMemMap(at(reservation.base, offset), size, 0, allocation.handle, 0), allowed, "hipMemMap");
+    if (!allowed) return;
+    ++allocation.mappings;
+    const auto place = std::find_if(reservation.mappings.begin(), reservation.mappings.end(),
+                                    [&](const VmmModel::Mapping& mapping) { return mapping.offset > offset; });
+    reservation.mappings.insert(place, {.offset = offset, .allocation = index, .writable = false});
+  }
+
+  // A range of one reservation: usually a run of its mappings, else any granular range in it.
+  std::pair<std::size_t, std::size_t> range_in(const VmmModel::Reservation& reservation) {
+    if (!reservation.mappings.empty() && pick(3) != 0) {
+      const std::size_t first = pick(reservation.mappings.size());
+      const std::size_t last = first + pick(std::min<std::size_t>(3, reservation.mappings.size() - first));
+      const std::size_t offset = reservation.mappings[first].offset;
+      const VmmModel::Mapping& end = reservation.mappings[last];
+      return {offset, end.offset + model_.allocations[end.allocation].size - offset};
+    }
+    const std::size_t granules = reservation.size / G;
+    const std::size_t first = pick(granules);
+    return {first * G, (1 + pick(granules - first)) * G};
+  }
+
+  void unmap_some() {
+    if (model_.reservations.empty()) return;
+    VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
+    const auto [offset, size] = range_in(reservation);
+    const auto run = VmmModel::tiling(model_, reservation, offset, size);
+    expect(hipMemUnmap(at(reservation.base, offset), size), run.has_value(), "hipMemUnmap");
+    if (!run) return;
+    for (std::size_t position = run->first; position < run->second; ++position) {
+      --model_.allocations[reservation.mappings[position].allocation].mappings;
+    }
+    reservation.mappings.erase(reservation.mappings.begin() + static_cast<std::ptrdiff_t>(run->first),
+                               reservation.mappings.begin() + static_cast<std::ptrdiff_t>(run->second));
+  }
+
+  void grant_some() {
+    if (model_.reservations.empty()) return;
+    VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
+    const auto [offset, size] = range_in(reservation);
+    const auto run = VmmModel::tiling(model_, reservation, offset, size);
+    const bool writable = pick(4) != 0;
+    const hipMemAccessDesc desc = make_desc(writable ? hipMemAccessFlagsProtReadWrite : hipMemAccessFlagsProtNone);
+    expect(hipMemSetAccess(at(reservation.base, offset), size, &desc, 1), run.has_value(), "hipMemSetAccess");
+    if (!run) return;
+    for (std::size_t position = run->first; position < run->second; ++position) {
+      reservation.mappings[position].writable = writable;
+    }
+  }
+
+  // A mapping picked at random, with its reservation.
+  std::optional<std::pair<VmmModel::Reservation*, VmmModel::Mapping*>> some_mapping() {
+    if (model_.reservations.empty()) return std::nullopt;
+    VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
+    if (reservation.mappings.empty()) return std::nullopt;
+    return std::pair{&reservation, &reservation.mappings[pick(reservation.mappings.size())]};
+  }
+
+  void write_one() {
+    const auto found = some_mapping();
+    if (!found) return;
+    const auto [reservation, mapping] = *found;
+    VmmModel::Allocation& allocation = model_.allocations[mapping->allocation];
+    const int byte = static_cast<int>(pick(256));
+    const unsigned long long expected_access =
+        mapping->writable ? hipMemAccessFlagsProtReadWrite : hipMemAccessFlagsProtNone;
+    CHECK(access_of(at(reservation->base, mapping->offset)) == expected_access);
+    expect(hipMemset(at(reservation->base, mapping->offset), byte, allocation.size), mapping->writable, "hipMemset");
+    if (mapping->writable) allocation.content = byte;
+  }
+
+  // Reads a mapping back: it shows what was last written to its allocation through any mapping.
+  void read_one() {
+    const auto found = some_mapping();
+    if (!found) return;
+    const auto [reservation, mapping] = *found;
+    const VmmModel::Allocation& allocation = model_.allocations[mapping->allocation];
+    std::vector<unsigned char> back(allocation.size, 0);
+    const hipError_t result =
+        hipMemcpy(back.data(), at(reservation->base, mapping->offset), allocation.size, hipMemcpyDeviceToHost);
+    expect(result, mapping->writable, "hipMemcpy from the mapping");
+    if (result != hipSuccess || allocation.content < 0) return;
+    CHECK(std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == allocation.content; }));
+  }
+
+  std::mt19937_64 random_;
+  VmmModel model_;
+  hipxxBookCounts start_ = books();
+  std::size_t successes_ = 0;
+  std::size_t refusals_ = 0;
+};
+
+// HIPXX_TEST_SEED picks the walk; a failure prints the seed to repeat it with.
+std::uint64_t walk_seed() {
+  const char* const chosen = std::getenv("HIPXX_TEST_SEED");
+  return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
+}
+
+}  // namespace
+
+TEST_CASE("a random walk through reserve, create, map, access, copies, unmap, release and free agrees with the model") {
+  LeakCheck leaks;
+  const std::uint64_t seed = walk_seed();
+  CAPTURE(seed);
+  VmmWalk walk(seed);
+  constexpr int kSteps = 3000;
+  for (int step = 0; step < kSteps; ++step) {
+    CAPTURE(step);
+    walk.step();
+  }
+  walk.finish();
+  // The walk met both sides of the rules often enough to mean something.
+  CHECK(walk.successes() > kSteps / 6);
+  CHECK(walk.refusals() > kSteps / 20);
 }
 
 // ---------------------------------------------------------------------------------------------
