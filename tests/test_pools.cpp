@@ -6,7 +6,10 @@
 
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <set>
 #include <string>
 
@@ -1665,4 +1668,236 @@ TEST_CASE("memory freed on many threads' streams counts at once, and is all trim
   CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == 0);
   for (std::size_t t = 1; t < streams.size(); t += 2) CHECK(hipStreamDestroy(streams[t]) == hipSuccess);
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A random walk: allocations of random sizes from two pools (one reusing across streams as freely
+// as the policies allow, one with every policy off) on three streams (the null stream among them),
+// filled, handed between streams through events, freed on their own stream or another, read back
+// and trimmed away, in random order, while the two other streams are now and then held by a gate,
+// so that frees wait unreached and fills pile up behind them. Whatever reuse the pool chose, live
+// blocks never overlap and each holds what its last fill wrote.
+
+namespace {
+
+class PoolWalk {
+ public:
+  explicit PoolWalk(std::uint64_t seed) : random_(seed) {
+    streams_ = {make_stream(hipStreamNonBlocking), make_stream(hipStreamNonBlocking), nullptr};
+    pools_ = {make_pool(), make_pool()};
+    set_policies(pools_[1], false, false, false);
+  }
+  PoolWalk(const PoolWalk&) = delete;
+  PoolWalk& operator=(const PoolWalk&) = delete;
+  ~PoolWalk() {
+    open_all();
+    for (const Block& block : live_) CHECK(hipFreeAsync(block.ptr, streams_[block.stream]) == hipSuccess);
+    CHECK(hipDeviceSynchronize() == hipSuccess);
+    for (hipMemPool_t pool : pools_) {
+      CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+      CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+    }
+    for (hipStream_t stream : streams_) {
+      if (stream != nullptr) CHECK(hipStreamDestroy(stream) == hipSuccess);
+    }
+  }
+
+  void step() {
+    switch (pick(15)) {
+      case 0:
+      case 1:
+      case 2: allocate(); break;
+      case 3:
+      case 4: free_one(); break;
+      case 5: hand_over(); break;
+      case 6:
+      case 7: refill(); break;
+      case 8:
+      case 9: check_one(); break;
+      case 10: trim(); break;
+      case 11: hold(); break;
+      case 12: let_go(); break;
+      case 13: recycle(); break;
+      default: check_counts(); break;
+    }
+  }
+
+  [[nodiscard]] std::size_t checked() const noexcept { return checked_; }
+  [[nodiscard]] std::size_t most_live() const noexcept { return most_live_; }
+
+ private:
+  struct Block {
+    void* ptr = nullptr;
+    std::size_t size = 0;
+    std::size_t stream = 0;  // the stream its last use was queued on
+    std::size_t pool = 0;
+    unsigned char byte = 0;  // what its last fill wrote
+  };
+
+  static constexpr std::size_t kMaxLive = 48;
+  static constexpr std::size_t kMaxSpent = 6;  // gates opened and not yet freed
+
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
+
+  // Mostly one of three sizes, so that freed blocks are often reused (by size class), else any size
+  // up to 2 MiB, so that the pool carves new blocks as well.
+  std::size_t some_size() {
+    static constexpr std::array<std::size_t, 3> kCommon{100, 4000, 65536};
+    return pick(4) == 0 ? 1 + pick(std::size_t{2} << 20) : kCommon.at(pick(kCommon.size()));
+  }
+
+  // `later` waits for all work queued on `earlier` so far (nothing to do on the same stream).
+  void order_after(std::size_t later, std::size_t earlier) {
+    if (later == earlier) return;
+    hipEvent_t event = nullptr;
+    REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+    REQUIRE(hipEventRecord(event, streams_[earlier]) == hipSuccess);
+    REQUIRE(hipStreamWaitEvent(streams_[later], event, 0) == hipSuccess);
+    REQUIRE(hipEventDestroy(event) == hipSuccess);
+  }
+
+  void fill(Block& block) {
+    block.byte = static_cast<unsigned char>(pick(256));
+    REQUIRE(hipMemsetAsync(block.ptr, block.byte, block.size, streams_[block.stream]) == hipSuccess);
+  }
+
+  void allocate() {
+    if (live_.size() == kMaxLive) return;
+    Block block{.size = some_size(), .stream = pick(streams_.size()), .pool = pick(pools_.size())};
+    block.ptr = pool_alloc(pools_[block.pool], block.size, streams_[block.stream]);
+    const auto start = reinterpret_cast<std::uintptr_t>(block.ptr);
+    for (const Block& other : live_) {
+      const auto other_start = reinterpret_cast<std::uintptr_t>(other.ptr);
+      CHECK_MESSAGE((start + block.size <= other_start || other_start + other.size <= start),
+                    "a new block overlaps a live one");
+    }
+    fill(block);
+    live_.push_back(block);
+    most_live_ = std::max(most_live_, live_.size());
+  }
+
+  std::vector<Block>::iterator some_block() { return live_.begin() + static_cast<std::ptrdiff_t>(pick(live_.size())); }
+
+  // Freed on its own stream, or on another ordered after its last use.
+  void free_one() {
+    if (live_.empty()) return;
+    const auto block = some_block();
+    const std::size_t on = pick(streams_.size());
+    order_after(on, block->stream);
+    REQUIRE(hipFreeAsync(block->ptr, streams_[on]) == hipSuccess);
+    live_.erase(block);
+  }
+
+  // Freed on its stream and at once asked for again, same size and pool, on another stream: the
+  // pool may hand the block straight back, ordered after the free however far that stream is.
+  void recycle() {
+    if (live_.empty()) return;
+    const auto block = some_block();
+    Block again{.size = block->size, .stream = pick(streams_.size()), .pool = block->pool};
+    REQUIRE(hipFreeAsync(block->ptr, streams_[block->stream]) == hipSuccess);
+    live_.erase(block);
+    again.ptr = pool_alloc(pools_[again.pool], again.size, streams_[again.stream]);
+    fill(again);
+    live_.push_back(again);
+  }
+
+  // Used next on another stream, ordered after its last use there.
+  void hand_over() {
+    if (live_.empty()) return;
+    Block& block = *some_block();
+    const std::size_t to = pick(streams_.size());
+    order_after(to, block.stream);
+    block.stream = to;
+    fill(block);
+  }
+
+  void refill() {
+    if (live_.empty()) return;
+    fill(*some_block());
+  }
+
+  // Holds stream 0 or 1 until let go. Not the null stream, on which a gate is made (hipMemset):
+  // nor while the null stream waits for a held stream, as a hand-over may have it do.
+  void hold() {
+    std::unique_ptr<Gate>& gate = holds_[pick(holds_.size())];
+    if (gate || spent_.size() >= kMaxSpent || hipStreamQuery(nullptr) != hipSuccess) return;
+    gate = std::make_unique<Gate>();
+    gate->block(streams_[static_cast<std::size_t>(&gate - holds_.data())]);
+  }
+
+  void let_go() {
+    std::unique_ptr<Gate>& gate = holds_[pick(holds_.size())];
+    if (!gate) return;
+    gate->open();
+    spent_.push_back(std::move(gate));  // freed once nothing is held: hipFree waits for every stream
+  }
+
+  void open_all() {
+    for (std::unique_ptr<Gate>& gate : holds_) {
+      if (!gate) continue;
+      gate->open();
+      spent_.push_back(std::move(gate));
+    }
+    spent_.clear();
+  }
+
+  void check_one() {
+    if (live_.empty()) return;
+    open_all();
+    const Block& block = *some_block();
+    REQUIRE(hipStreamSynchronize(streams_[block.stream]) == hipSuccess);
+    const std::vector<unsigned char> back = read_back(block.ptr, block.size);
+    CHECK_MESSAGE(std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == block.byte; }),
+                  "a block does not hold what its last fill wrote");
+    ++checked_;
+  }
+
+  // Trims what is free and reached; live blocks stay.
+  void trim() { REQUIRE(hipMemPoolTrimTo(pools_[pick(pools_.size())], 0) == hipSuccess); }
+
+  // Used memory covers every live block; reserved memory covers used memory.
+  void check_counts() {
+    for (std::size_t pool = 0; pool < pools_.size(); ++pool) {
+      std::uint64_t live_bytes = 0;
+      for (const Block& block : live_) {
+        if (block.pool == pool) live_bytes += block.size;
+      }
+      const std::uint64_t used = get_u64(pools_[pool], hipMemPoolAttrUsedMemCurrent);
+      CHECK(used >= live_bytes);
+      CHECK(get_u64(pools_[pool], hipMemPoolAttrReservedMemCurrent) >= used);
+    }
+  }
+
+  std::mt19937_64 random_;
+  std::array<hipStream_t, 3> streams_{};
+  std::array<hipMemPool_t, 2> pools_{};
+  std::vector<Block> live_;
+  std::array<std::unique_ptr<Gate>, 2> holds_;  // streams_[0] and [1]
+  std::vector<std::unique_ptr<Gate>> spent_;
+  std::size_t checked_ = 0;
+  std::size_t most_live_ = 0;
+};
+
+// HIPXX_TEST_SEED picks the walk; a failure prints the seed to repeat it with.
+std::uint64_t walk_seed() {
+  const char* const chosen = std::getenv("HIPXX_TEST_SEED");
+  return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a random walk of allocations, fills, hand-overs and frees across pools and streams keeps every block whole") {
+  LeakCheck leaks;
+  TrimDefaultPools trim_defaults;
+  const std::uint64_t seed = walk_seed();
+  CAPTURE(seed);
+  constexpr int kSteps = 4000;
+  PoolWalk walk(seed);
+  for (int step = 0; step < kSteps; ++step) {
+    CAPTURE(step);
+    walk.step();
+  }
+  CHECK(walk.checked() > kSteps / 10);
+  CHECK(walk.most_live() > 16);
 }
