@@ -1689,6 +1689,8 @@ class PoolWalk {
   }
   PoolWalk(const PoolWalk&) = delete;
   PoolWalk& operator=(const PoolWalk&) = delete;
+  PoolWalk(PoolWalk&&) = delete;
+  PoolWalk& operator=(PoolWalk&&) = delete;
   ~PoolWalk() {
     open_all();
     for (const Block& block : live_) CHECK(hipFreeAsync(block.ptr, streams_[block.stream]) == hipSuccess);
