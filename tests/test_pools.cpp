@@ -3,6 +3,7 @@
 // hipMemPoolTrimTo, the three reuse policies each on and off, pool access from another device,
 // hipFree of pool memory, and the books after all of it. Runs with HIPXX_HOST_DEVICES=2.
 #include "stream_test_support.hpp"
+#include "support/random_walk.hpp"
 
 #include <array>
 #include <climits>
@@ -1880,26 +1881,17 @@ class PoolWalk {
   std::size_t most_live_ = 0;
 };
 
-// HIPXX_TEST_SEED picks the walk; a failure prints the seed to repeat it with.
-std::uint64_t walk_seed() {
-  const char* const chosen = std::getenv("HIPXX_TEST_SEED");
-  return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
-}
-
 }  // namespace
 
 TEST_CASE(
     "a random walk of allocations, fills, hand-overs and frees across pools and streams keeps every block whole") {
   LeakCheck leaks;
   TrimDefaultPools trim_defaults;
-  const std::uint64_t seed = walk_seed();
+  const std::uint64_t seed = test_support::walk_seed();
   CAPTURE(seed);
   constexpr int kSteps = 4000;
   PoolWalk walk(seed);
-  for (int step = 0; step < kSteps; ++step) {
-    CAPTURE(step);
-    walk.step();
-  }
+  test_support::take_walk(walk, kSteps, seed);
   CHECK(walk.checked() > kSteps / 10);
   CHECK(walk.most_live() > 16);
 }

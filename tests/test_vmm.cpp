@@ -6,6 +6,7 @@
 
 #include "support/books.hpp"
 #include "support/descriptors.hpp"
+#include "support/random_walk.hpp"
 #include "support/residency.hpp"
 
 #include <hip/hip_runtime_api.h>
@@ -1662,24 +1663,15 @@ class VmmWalk {
   std::size_t refusals_ = 0;
 };
 
-// HIPXX_TEST_SEED picks the walk; a failure prints the seed to repeat it with.
-std::uint64_t walk_seed() {
-  const char* const chosen = std::getenv("HIPXX_TEST_SEED");
-  return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
-}
-
 }  // namespace
 
 TEST_CASE("a random walk through reserve, create, map, access, copies, unmap, release and free agrees with the model") {
   LeakCheck leaks;
-  const std::uint64_t seed = walk_seed();
+  const std::uint64_t seed = test_support::walk_seed();
   CAPTURE(seed);
   VmmWalk walk(seed);
   constexpr int kSteps = 3000;
-  for (int step = 0; step < kSteps; ++step) {
-    CAPTURE(step);
-    walk.step();
-  }
+  test_support::take_walk(walk, kSteps, seed);
   walk.finish();
   // The walk met both sides of the rules often enough to mean something.
   CHECK(walk.successes() > kSteps / 6);
