@@ -5,9 +5,10 @@
 
 #include <doctest/doctest.h>
 
-#include "support/result_printing.hpp"
 #include "support/descriptors.hpp"
 #include "support/mappings.hpp"
+#include "support/random_walk.hpp"
+#include "support/result_printing.hpp"
 
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <random>
 #include <span>
 #include <string>
 #include <system_error>
@@ -433,4 +435,170 @@ TEST_CASE("destroying arrays leaks no descriptor, mapping or book entry") {
   CHECK(books().reservations == counts.reservations);
   CHECK(books().mappings == counts.mappings);
   CHECK(books().allocations == counts.allocations);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A random walk of appends, resizes, reserves, shrinks, clears, writes and reads, the array checked
+// after every step against a std::vector and a count of the chunks it should hold, with an element
+// that straddles chunk boundaries.
+
+namespace {
+
+struct Triple {
+  std::uint32_t a;
+  std::uint32_t b;
+  std::uint32_t c;
+  bool operator==(Triple const&) const = default;
+};
+static_assert(sizeof(Triple) == 12);
+
+class ArrayWalk {
+ public:
+  explicit ArrayWalk(std::uint64_t seed)
+      : random_(seed), array_(GrowableArray<Triple>::create(Device{0}, kMaxChunks * kChunk).value()) {}
+
+  void step() {
+    switch (pick(12)) {
+      case 0:
+      case 1:
+      case 2: append(); break;
+      case 3: push_back(); break;
+      case 4:
+      case 5: resize(); break;
+      case 6: reserve(); break;
+      case 7: shrink_to_fit(); break;
+      case 8: write(); break;
+      case 9: refuse(); break;
+      case 10:
+        if (pick(8) == 0) clear();
+        break;
+      default: break;
+    }
+    check();
+  }
+
+  [[nodiscard]] std::size_t largest() const noexcept { return largest_; }
+
+ private:
+  static constexpr std::size_t kMaxChunks = 8;
+
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
+  // A count of elements, up to an eighth of the array's limit: often within a chunk, sometimes
+  // across several.
+  std::size_t some_count() { return pick(4) == 0 ? pick(array_.max_size() / 8) : pick(3000); }
+  Triple some_value() {
+    auto const word = [&] { return static_cast<std::uint32_t>(pick(std::size_t{1} << 32)); };
+    return {word(), word(), word()};
+  }
+  [[nodiscard]] static std::size_t chunks_of(std::size_t count) {
+    return (count * sizeof(Triple) + kChunk - 1) / kChunk;
+  }
+
+  void append() {
+    std::vector<Triple> values(std::min(some_count(), array_.max_size() - model_.size()));
+    std::generate(values.begin(), values.end(), [&] { return some_value(); });
+    REQUIRE(array_.append(values));
+    model_.insert(model_.end(), values.begin(), values.end());
+    chunks_ = std::max(chunks_, chunks_of(model_.size()));
+  }
+
+  void push_back() {
+    if (model_.size() == array_.max_size()) return;
+    Triple const value = some_value();
+    REQUIRE(array_.push_back(value));
+    model_.push_back(value);
+    chunks_ = std::max(chunks_, chunks_of(model_.size()));
+  }
+
+  // To any size up to the limit: growing zero-fills, shrinking gives back the chunks past the end.
+  void resize() {
+    std::size_t const count = pick(2) == 0 ? pick(array_.max_size() + 1) : model_.size() + some_count() / 4;
+    if (count > array_.max_size()) return;
+    REQUIRE(array_.resize(count));
+    if (count < model_.size()) chunks_ = chunks_of(count);
+    if (count > model_.size()) chunks_ = std::max(chunks_, chunks_of(count));
+    model_.resize(count, Triple{0, 0, 0});
+  }
+
+  void reserve() {
+    std::size_t const count = pick(array_.max_size() + 1);
+    REQUIRE(array_.reserve(count));
+    chunks_ = std::max(chunks_, chunks_of(count));
+  }
+
+  void shrink_to_fit() {
+    array_.shrink_to_fit();
+    chunks_ = chunks_of(model_.size());
+  }
+
+  void clear() {
+    array_.clear();
+    model_.clear();
+    chunks_ = 0;
+  }
+
+  void write() {
+    if (model_.empty()) return;
+    std::size_t const index = pick(model_.size());
+    Triple const value = some_value();
+    REQUIRE(array_.write(index, value));
+    model_[index] = value;
+  }
+
+  // Past the end and past the limit: refused, with nothing changed (check() confirms).
+  void refuse() {
+    CHECK(array_.read(model_.size()).error() == hipErrorInvalidValue);
+    CHECK(array_.write(model_.size(), some_value()).error() == hipErrorInvalidValue);
+    CHECK(array_.resize(array_.max_size() + 1 + pick(100)).error() == hipErrorOutOfMemory);
+    CHECK(array_.reserve(array_.max_size() + 1).error() == hipErrorOutOfMemory);
+    if (!model_.empty()) {
+      std::vector<Triple> values(array_.max_size() - model_.size() + 1);
+      CHECK(array_.append(values).error() == hipErrorOutOfMemory);
+    }
+  }
+
+  // The size, the chunks, the books, an element or a stretch of them, and now and then all.
+  void check() {
+    largest_ = std::max(largest_, model_.size());
+    REQUIRE(array_.size() == model_.size());
+    CHECK(array_.data() == base_);
+    CHECK(array_.chunks_mapped() == chunks_);
+    CHECK(array_.capacity() == chunks_ * kChunk / sizeof(Triple));
+    hipxxBookCounts const now = books();
+    CHECK(now.mappings == start_.mappings + chunks_);
+    CHECK(now.allocations == start_.allocations + chunks_);
+    if (model_.empty()) return;
+    std::size_t const index = pick(model_.size());
+    CHECK(array_.read(index).value() == model_[index]);
+    std::size_t const first = pick(model_.size());
+    std::vector<Triple> stretch(std::min<std::size_t>(1 + pick(4096), model_.size() - first));
+    REQUIRE(array_.copy_to_host(stretch, first));
+    CHECK(std::equal(stretch.begin(), stretch.end(), model_.begin() + static_cast<std::ptrdiff_t>(first)));
+    if (pick(25) == 0) CHECK(array_.to_vector().value() == model_);
+  }
+
+  std::mt19937_64 random_;
+  hipxxBookCounts start_ = books();
+  GrowableArray<Triple> array_;
+  Triple const* base_ = array_.data();
+  std::vector<Triple> model_;
+  std::size_t chunks_ = 0;  // the chunks the array should hold mapped
+  std::size_t largest_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a random walk of appends, resizes, reserves, shrinks and writes keeps the array equal to a vector") {
+  hipxxBookCounts const before = books();
+  {
+    std::uint64_t const seed = test_support::walk_seed();
+    CAPTURE(seed);
+    ArrayWalk walk(seed);
+    test_support::take_walk(walk, 1200, seed);
+    CHECK(walk.largest() > 2 * kPerChunk);  // the walk went well past one chunk
+  }
+  hipxxBookCounts const after = books();
+  CHECK(after.reservations == before.reservations);
+  CHECK(after.mappings == before.mappings);
+  CHECK(after.allocations == before.allocations);
 }
