@@ -312,6 +312,46 @@ TEST_CASE("hipStreamWaitEvent makes one stream wait for another stream's event")
   CHECK(hipFree(buffer) == hipSuccess);
 }
 
+TEST_CASE("a wait queued before its event is recorded again waits for that record, not the later one") {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = 4096;
+  void* buffer = nullptr;
+  REQUIRE(hipMalloc(&buffer, kBytes) == hipSuccess);
+  hipStream_t producer = make_stream(hipStreamNonBlocking);
+  hipStream_t consumer = make_stream(hipStreamNonBlocking);
+  hipStream_t other = make_stream(hipStreamNonBlocking);
+  for (const unsigned flags : {hipEventDefault, hipEventDisableTiming}) {
+    CAPTURE(flags);
+    REQUIRE(hipMemset(buffer, 0, kBytes) == hipSuccess);
+    Gate gate;
+    hipEvent_t event = make_event(flags);
+    gate.block(producer);
+    REQUIRE(hipMemsetAsync(buffer, 0x5C, kBytes, producer) == hipSuccess);
+    REQUIRE(hipEventRecord(event, producer) == hipSuccess);
+    REQUIRE(hipStreamWaitEvent(consumer, event, 0) == hipSuccess);
+    // Recorded again where nothing holds it: that record is passed at once, and the event with it.
+    REQUIRE(hipEventRecord(event, other) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(other) == hipSuccess);
+    CHECK(hipEventQuery(event) == hipSuccess);
+    std::vector<unsigned char> seen(kBytes, 0);
+    REQUIRE(hipMemcpyAsync(seen.data(), buffer, kBytes, hipMemcpyDeviceToHost, consumer) == hipSuccess);
+    std::atomic<bool> consumer_done{false};
+    add_flag_callback(consumer, &consumer_done);
+    // The consumer still waits for the producer's record.
+    CHECK(still_pending(consumer));
+    CHECK_FALSE(consumer_done.load());
+    gate.open();
+    CHECK(hipStreamSynchronize(consumer) == hipSuccess);
+    CHECK(consumer_done.load());
+    CHECK(seen == std::vector<unsigned char>(kBytes, 0x5C));
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+  CHECK(hipStreamDestroy(producer) == hipSuccess);
+  CHECK(hipStreamDestroy(consumer) == hipSuccess);
+  CHECK(hipStreamDestroy(other) == hipSuccess);
+  CHECK(hipFree(buffer) == hipSuccess);
+}
+
 TEST_CASE("destroyed and forged events are refused with hipErrorInvalidHandle") {
   LeakCheck leaks;
   hipStream_t stream = make_stream();

@@ -3,6 +3,7 @@
 // null-stream ordering, hipStreamPerThread, async copies and fills, ordering under load, and
 // that destroyed streams leave no thread behind.
 #include "stream_test_support.hpp"
+#include "support/random_walk.hpp"
 
 #include <array>
 #include <climits>
@@ -10,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <random>
 #include <string>
 
 using namespace stest;
@@ -1666,4 +1669,185 @@ TEST_CASE("a destroyed stream whose last reference is work queued on it finishes
     CHECK(eventually([&] { return after.load(); }));
   }
   CHECK(settled_thread_count(before) == before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A random walk of fills and copies over a few buffers on the null stream, two blocking streams and
+// a non-blocking one. A buffer moves to another stream in a way HIP orders: the null stream's
+// implicit order with blocking streams, an event (one of a few, re-recorded again and again), or
+// the host synchronizing. Gates hold streams now and then, so work really waits. Each buffer is
+// read back and compared with what the model says the work queued so far leaves in it.
+
+namespace {
+
+class StreamWalk {
+ public:
+  explicit StreamWalk(std::uint64_t seed) : random_(seed) {
+    streams_ = {nullptr, make_stream(hipStreamDefault), make_stream(hipStreamDefault),
+                make_stream(hipStreamNonBlocking)};
+    for (hipEvent_t& event : events_) REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+    for (Buffer& buffer : buffers_) {
+      buffer.model.assign(kBytes, 0);
+      buffer.ptr = malloc_device(kBytes);
+      REQUIRE(hipMemset(buffer.ptr, 0, kBytes) == hipSuccess);
+    }
+    // Made before any stream is held: a gate's set-up is a hipMemset, which waits for blocking streams.
+    for (auto& gate : gates_) gate = std::make_unique<Gate>();
+  }
+  StreamWalk(const StreamWalk&) = delete;
+  StreamWalk& operator=(const StreamWalk&) = delete;
+  StreamWalk(StreamWalk&&) = delete;
+  StreamWalk& operator=(StreamWalk&&) = delete;
+  ~StreamWalk() {
+    open_all();
+    CHECK(hipDeviceSynchronize() == hipSuccess);
+    for (Buffer& buffer : buffers_) {
+      CHECK(read_back(buffer.ptr, kBytes) == buffer.model);
+      CHECK(hipFree(buffer.ptr) == hipSuccess);
+    }
+    for (hipEvent_t event : events_) CHECK(hipEventDestroy(event) == hipSuccess);
+    gates_ = {};
+    for (hipStream_t stream : streams_) {
+      if (stream != nullptr) CHECK(hipStreamDestroy(stream) == hipSuccess);
+    }
+  }
+
+  void step() {
+    switch (pick(10)) {
+      case 0:
+      case 1:
+      case 2: fill(); break;
+      case 3:
+      case 4:
+      case 5: copy(); break;
+      case 6: hold(); break;
+      case 7: let_go(); break;
+      default: verify(); break;
+    }
+  }
+
+  [[nodiscard]] std::size_t verified() const noexcept { return verified_; }
+  [[nodiscard]] std::size_t holds() const noexcept { return holds_; }
+
+ private:
+  static constexpr std::size_t kBytes = std::size_t{64} * 1024;
+  static constexpr std::size_t kNull = 0;
+  static constexpr std::size_t kNonBlocking = 3;
+
+  struct Buffer {
+    void* ptr = nullptr;
+    std::size_t stream = 0;  // where its last use was queued
+    std::vector<unsigned char> model;
+  };
+
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
+
+  // Whether HIP orders work queued on `to` after work already queued on `from`, with nothing done.
+  static bool implicitly_ordered(std::size_t from, std::size_t to) {
+    if (from == to) return true;
+    const bool either_null = from == kNull || to == kNull;
+    return either_null && from != kNonBlocking && to != kNonBlocking;
+  }
+
+  // Has `buffer`'s later work on `to` follow its earlier work, by one of the ways HIP allows.
+  void move(Buffer& buffer, std::size_t to) {
+    const std::size_t from = buffer.stream;
+    buffer.stream = to;
+    if (implicitly_ordered(from, to) && pick(4) != 0) return;
+    // The host waits only while nothing is held: `from` may be waiting for a held stream itself.
+    if (std::none_of(held_by_.begin(), held_by_.end(), [](const Gate* gate) { return gate != nullptr; }) &&
+        pick(4) == 0) {
+      REQUIRE(hipStreamSynchronize(streams_[from]) == hipSuccess);
+      return;
+    }
+    hipEvent_t event = events_[pick(events_.size())];
+    REQUIRE(hipEventRecord(event, streams_[from]) == hipSuccess);
+    REQUIRE(hipStreamWaitEvent(streams_[to], event, 0) == hipSuccess);
+  }
+
+  // A fill of part of one buffer.
+  void fill() {
+    Buffer& buffer = buffers_[pick(buffers_.size())];
+    move(buffer, pick(streams_.size()));
+    const std::size_t offset = pick(kBytes);
+    const std::size_t bytes = 1 + pick(kBytes - offset);
+    const auto byte = static_cast<unsigned char>(pick(256));
+    REQUIRE(hipMemsetAsync(static_cast<unsigned char*>(buffer.ptr) + offset, byte, bytes, streams_[buffer.stream]) ==
+            hipSuccess);
+    std::fill_n(buffer.model.begin() + static_cast<std::ptrdiff_t>(offset), bytes, byte);
+  }
+
+  // A copy between two buffers (or within one: the ranges never overlap) on one stream, after the
+  // earlier work on both.
+  void copy() {
+    const std::size_t from = pick(buffers_.size());
+    const std::size_t to = pick(buffers_.size());
+    const std::size_t stream = pick(streams_.size());
+    move(buffers_[from], stream);
+    move(buffers_[to], stream);
+    const std::size_t bytes = 1 + pick(kBytes / 2);
+    const std::size_t source = pick(kBytes / 2 - bytes + 1);
+    const std::size_t target = kBytes / 2 + pick(kBytes / 2 - bytes + 1);
+    REQUIRE(hipMemcpyAsync(static_cast<unsigned char*>(buffers_[to].ptr) + target,
+                           static_cast<unsigned char*>(buffers_[from].ptr) + source, bytes, hipMemcpyDeviceToDevice,
+                           streams_[stream]) == hipSuccess);
+    std::copy_n(buffers_[from].model.begin() + static_cast<std::ptrdiff_t>(source), bytes,
+                buffers_[to].model.begin() + static_cast<std::ptrdiff_t>(target));
+  }
+
+  // Holds one of the created streams with an unused gate, until let go.
+  void hold() {
+    const std::size_t stream = 1 + pick(streams_.size() - 1);
+    if (held_by_[stream] != nullptr || next_gate_ == gates_.size()) return;
+    held_by_[stream] = gates_[next_gate_++].get();
+    held_by_[stream]->block(streams_[stream]);
+    ++holds_;
+  }
+
+  void let_go() {
+    Gate*& gate = held_by_[pick(held_by_.size())];
+    if (gate == nullptr) return;
+    gate->open();
+    gate = nullptr;
+  }
+
+  void open_all() {
+    for (Gate*& gate : held_by_) {
+      if (gate != nullptr) gate->open();
+      gate = nullptr;
+    }
+  }
+
+  // Reads a buffer back once its stream is done (hipMemcpy runs on the null stream, which waits for
+  // blocking streams: every gate is opened first).
+  void verify() {
+    Buffer& buffer = buffers_[pick(buffers_.size())];
+    open_all();
+    REQUIRE(hipStreamSynchronize(streams_[buffer.stream]) == hipSuccess);
+    CHECK(read_back(buffer.ptr, kBytes) == buffer.model);
+    ++verified_;
+  }
+
+  std::mt19937_64 random_;
+  std::array<hipStream_t, 4> streams_{};
+  std::array<hipEvent_t, 3> events_{};
+  std::array<Buffer, 6> buffers_{};
+  std::array<std::unique_ptr<Gate>, 24> gates_{};
+  std::size_t next_gate_ = 0;
+  std::array<Gate*, 4> held_by_{};  // per stream; the null stream is never held
+  std::size_t verified_ = 0;
+  std::size_t holds_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a random walk of fills and copies handed between streams by HIP's orderings leaves every buffer as modelled") {
+  LeakCheck leaks;
+  const std::uint64_t seed = test_support::walk_seed();
+  CAPTURE(seed);
+  StreamWalk walk(seed);
+  test_support::take_walk(walk, 1500, seed);
+  CHECK(walk.verified() > 50);
+  CHECK(walk.holds() > 10);
 }

@@ -2,9 +2,18 @@
 
 namespace hipxx::backend {
 
+std::uint64_t HostClockRecords::begin_record() {
+  std::lock_guard lock{mutex_};
+  const std::uint64_t record = recorded_.load(std::memory_order_relaxed) + 1;
+  pending_.insert(record);
+  recorded_.store(record, std::memory_order_release);
+  return record;
+}
+
 void HostClockRecords::pass(std::uint64_t record) {
   const Clock::time_point now = Clock::now();
   std::lock_guard lock{mutex_};
+  pending_.erase(record);
   if (record > passed_) {
     passed_ = record;
     at_ = now;
@@ -13,7 +22,7 @@ void HostClockRecords::pass(std::uint64_t record) {
 
 bool HostClockRecords::passed(std::uint64_t record) const {
   std::lock_guard lock{mutex_};
-  return passed_ >= record;
+  return record <= recorded_.load(std::memory_order_relaxed) && !pending_.contains(record);
 }
 
 std::pair<bool, HostClockRecords::Clock::time_point> HostClockRecords::passed_at() const {
