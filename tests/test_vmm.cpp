@@ -1671,11 +1671,11 @@ TEST_CASE("a random walk through reserve, create, map, access, copies, unmap, re
   CAPTURE(seed);
   VmmWalk walk(seed);
   constexpr int kSteps = 3000;
-  test_support::take_walk(walk, kSteps, seed);
+  const int steps = test_support::take_walk(walk, kSteps, seed);
   walk.finish();
   // The walk met both sides of the rules often enough to mean something.
-  CHECK(walk.successes() > kSteps / 6);
-  CHECK(walk.refusals() > kSteps / 20);
+  CHECK(walk.successes() > static_cast<std::size_t>(steps / 6));
+  CHECK(walk.refusals() > static_cast<std::size_t>(steps / 20));
 }
 
 // ---------------------------------------------------------------------------------------------

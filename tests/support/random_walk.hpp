@@ -15,14 +15,23 @@ inline std::uint64_t walk_seed() {
   return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
 }
 
-// Calls walk.step() `steps` times.
+// `steps`, divided by HIPXX_TEST_WALK_SCALE where that is set (sanitizer builds set 4).
+inline int walk_steps(int steps) {
+  const char* const scale = std::getenv("HIPXX_TEST_WALK_SCALE");
+  const long divisor = scale != nullptr ? std::strtol(scale, nullptr, 10) : 1;
+  return divisor > 1 ? static_cast<int>(steps / divisor) : steps;
+}
+
+// Calls walk.step() walk_steps(`steps`) times, and returns that count.
 template <class Walk>
-void take_walk(Walk& walk, int steps, std::uint64_t seed) {
+int take_walk(Walk& walk, int steps, std::uint64_t seed) {
   CAPTURE(seed);
-  for (int step = 0; step < steps; ++step) {
+  const int taken = walk_steps(steps);
+  for (int step = 0; step < taken; ++step) {
     CAPTURE(step);
     walk.step();
   }
+  return taken;
 }
 
 }  // namespace test_support
