@@ -3,6 +3,7 @@
 // host access; then the C++ handles (ManagedBuffer, ManagedRange). Run with HIPXX_HOST_DEVICES=3
 // (see meson.build) so that accessed-by lists of several devices are observable.
 #include "stream_test_support.hpp"
+#include "support/random_walk.hpp"
 
 #include <hipxx/managed_buffer.hpp>
 #include <hipxx/stream.hpp>
@@ -23,6 +24,8 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <random>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -948,4 +951,177 @@ TEST_CASE("ManagedRange over memory from the C API, and over memory that is not 
   CHECK(not_managed.attributes().error() == hipErrorInvalidValue);
   CHECK(not_managed.set_read_mostly(true).error() == hipErrorInvalidValue);
   CHECK(not_managed.prefetch(Device{0}).error() == hipErrorInvalidValue);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A random walk of advice, prefetches, fills and queries over one managed allocation, with ranges
+// that start and end anywhere (advice rounds out to whole pages): every answer is checked against
+// a page-by-page model, so the runs of equal pages the runtime keeps split and merge correctly.
+
+namespace {
+
+class ManagedWalk {
+ public:
+  explicit ManagedWalk(std::uint64_t seed) : random_(seed), memory_(kPages * kPage), pages_(kPages) {
+    REQUIRE(hipGetDeviceCount(&devices_) == hipSuccess);
+    stream_ = stest::make_stream(hipStreamNonBlocking);
+    content_.assign(memory_.size, 0);
+    REQUIRE(hipMemset(memory_.pointer, 0, memory_.size) == hipSuccess);
+  }
+  ManagedWalk(ManagedWalk const&) = delete;
+  ManagedWalk& operator=(ManagedWalk const&) = delete;
+  ManagedWalk(ManagedWalk&&) = delete;
+  ManagedWalk& operator=(ManagedWalk&&) = delete;
+  ~ManagedWalk() { CHECK(hipStreamDestroy(stream_) == hipSuccess); }
+
+  void step() {
+    switch (pick(8)) {
+      case 0:
+      case 1:
+      case 2: give_advice(); break;
+      case 3: prefetch(); break;
+      case 4: fill(); break;
+      case 5: read(); break;
+      default: query(); break;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kPages = 64;
+
+  struct Page {
+    bool read_mostly = false;
+    int preferred = hipInvalidDeviceId;
+    std::uint64_t accessed_by = 0;  // bit location + 1
+    int last_prefetch = hipInvalidDeviceId;
+  };
+
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
+  // The host or a device.
+  int some_location() { return static_cast<int>(pick(static_cast<std::size_t>(devices_) + 1)) - 1; }
+  static std::uint64_t bit(int location) { return std::uint64_t{1} << static_cast<unsigned>(location + 1); }
+
+  // A range of bytes anywhere in the allocation, usually page-aligned.
+  std::pair<std::size_t, std::size_t> some_range() {
+    if (pick(3) == 0) {
+      std::size_t const first = pick(memory_.size);
+      return {first, 1 + pick(memory_.size - first)};
+    }
+    std::size_t const first = pick(kPages);
+    return {first * kPage, (1 + pick(kPages - first)) * kPage};
+  }
+  // The pages a byte range touches.
+  static std::pair<std::size_t, std::size_t> pages_of(std::size_t offset, std::size_t bytes) {
+    return {offset / kPage, (offset + bytes + kPage - 1) / kPage};
+  }
+
+  template <class Change>
+  void change(std::size_t offset, std::size_t bytes, Change change_page) {
+    auto const [first, end] = pages_of(offset, bytes);
+    for (std::size_t page = first; page < end; ++page) change_page(pages_[page]);
+  }
+
+  void give_advice() {
+    auto const [offset, bytes] = some_range();
+    int const location = some_location();
+    switch (pick(6)) {
+      case 0:
+        advise(memory_, offset, bytes, hipMemAdviseSetReadMostly);
+        change(offset, bytes, [](Page& page) { page.read_mostly = true; });
+        break;
+      case 1:
+        advise(memory_, offset, bytes, hipMemAdviseUnsetReadMostly);
+        change(offset, bytes, [](Page& page) { page.read_mostly = false; });
+        break;
+      case 2:
+        advise(memory_, offset, bytes, hipMemAdviseSetPreferredLocation, location);
+        change(offset, bytes, [&](Page& page) { page.preferred = location; });
+        break;
+      case 3:
+        advise(memory_, offset, bytes, hipMemAdviseUnsetPreferredLocation, location);
+        change(offset, bytes, [](Page& page) { page.preferred = hipInvalidDeviceId; });
+        break;
+      case 4:
+        advise(memory_, offset, bytes, hipMemAdviseSetAccessedBy, location);
+        change(offset, bytes, [&](Page& page) { page.accessed_by |= bit(location); });
+        break;
+      default:
+        advise(memory_, offset, bytes, hipMemAdviseUnsetAccessedBy, location);
+        change(offset, bytes, [&](Page& page) { page.accessed_by &= ~bit(location); });
+        break;
+    }
+  }
+
+  // Stream ordered: the range remembers it once the stream got there.
+  void prefetch() {
+    auto const [offset, bytes] = some_range();
+    int const location = some_location();
+    REQUIRE(hipMemPrefetchAsync(memory_.at(offset), bytes, location, stream_) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream_) == hipSuccess);
+    change(offset, bytes, [&](Page& page) { page.last_prefetch = location; });
+  }
+
+  // A fill through the runtime or a write on the host, wherever the pages were sent.
+  void fill() {
+    auto const [offset, bytes] = some_range();
+    auto const byte = static_cast<unsigned char>(pick(256));
+    if (pick(2) == 0) {
+      REQUIRE(hipMemset(memory_.at(offset), byte, bytes) == hipSuccess);
+    } else {
+      std::memset(memory_.at(offset), byte, bytes);
+    }
+    std::fill_n(content_.begin() + static_cast<std::ptrdiff_t>(offset), bytes, byte);
+  }
+
+  // Read back through hipMemcpy or on the host.
+  void read() {
+    auto const [offset, bytes] = some_range();
+    std::vector<unsigned char> back(bytes, 0);
+    if (pick(2) == 0) {
+      REQUIRE(hipMemcpy(back.data(), memory_.at(offset), bytes, hipMemcpyDeviceToHost) == hipSuccess);
+    } else {
+      std::memcpy(back.data(), memory_.at(offset), bytes);
+    }
+    CHECK(std::equal(back.begin(), back.end(), content_.begin() + static_cast<std::ptrdiff_t>(offset)));
+  }
+
+  // Every attribute over a range, against the pages it touches.
+  void query() {
+    auto const [offset, bytes] = some_range();
+    auto const [first, end] = pages_of(offset, bytes);
+    auto const pages = std::span<Page const>(pages_).subspan(first, end - first);
+    auto const uniform = [&](auto read_page) {
+      auto const value = read_page(pages.front());
+      bool const same = std::all_of(pages.begin(), pages.end(), [&](Page const& p) { return read_page(p) == value; });
+      return same ? value : hipInvalidDeviceId;
+    };
+    bool const all_read_mostly = std::all_of(pages.begin(), pages.end(), [](Page const& p) { return p.read_mostly; });
+    CHECK(read_mostly(memory_, offset, bytes) == (all_read_mostly ? 1 : 0));
+    CHECK(preferred(memory_, offset, bytes) == uniform([](Page const& p) { return p.preferred; }));
+    CHECK(last_prefetch(memory_, offset, bytes) == uniform([](Page const& p) { return p.last_prefetch; }));
+    std::uint64_t everywhere = ~std::uint64_t{0};
+    for (Page const& page : pages) everywhere &= page.accessed_by;
+    std::vector<int> expected;
+    for (int location = hipCpuDeviceId; location < devices_; ++location) {
+      if ((everywhere & bit(location)) != 0) expected.push_back(location);
+    }
+    expected.resize(4, hipInvalidDeviceId);
+    CHECK(accessed_by(memory_, offset, bytes, 4) == expected);
+  }
+
+  std::mt19937_64 random_;
+  Managed memory_;
+  std::vector<Page> pages_;
+  std::vector<unsigned char> content_;
+  int devices_ = 0;
+  hipStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("a random walk of advice, prefetches, fills and queries agrees with a page-by-page model") {
+  std::uint64_t const seed = test_support::walk_seed();
+  CAPTURE(seed);
+  ManagedWalk walk(seed);
+  test_support::take_walk(walk, 2000, seed);
 }
