@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -1894,4 +1895,87 @@ TEST_CASE(
   const int steps = test_support::take_walk(walk, kSteps, seed);
   CHECK(walk.checked() > static_cast<std::size_t>(steps / 10));
   CHECK(walk.most_live() > 16);
+}
+
+TEST_CASE("threads sharing one pool, each on its own stream: blocks never overlap and keep their fills") {
+  LeakCheck leaks;
+  hipMemPool_t pool = make_pool();
+  constexpr int kThreads = 4;
+  const int rounds = test_support::walk_steps(1500);
+  std::mutex live_mutex;
+  std::map<std::uintptr_t, std::size_t> live;  // every thread's blocks: start -> size
+  std::atomic<int> overlaps{0};
+  std::atomic<int> corrupted{0};
+  std::atomic<int> refused{0};
+  const auto worker = [&](int index) {
+    std::mt19937_64 random(test_support::walk_seed() + static_cast<std::uint64_t>(index));
+    const auto pick = [&](std::size_t count) {
+      return std::uniform_int_distribution<std::size_t>{0, count - 1}(random);
+    };
+    hipStream_t stream = nullptr;
+    if (hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess) {
+      refused.fetch_add(1);
+      return;
+    }
+    struct Block {
+      void* ptr;
+      std::size_t size;
+      unsigned char byte;
+    };
+    std::vector<Block> mine;
+    const auto forget = [&](const Block& block) {
+      std::lock_guard lock{live_mutex};
+      live.erase(reinterpret_cast<std::uintptr_t>(block.ptr));
+    };
+    for (int round = 0; round < rounds; ++round) {
+      if (mine.size() < 12 && pick(3) != 0) {
+        Block block{nullptr, 1 + pick(std::size_t{96} << 10), static_cast<unsigned char>(pick(256))};
+        if (hipMallocFromPoolAsync(&block.ptr, block.size, pool, stream) != hipSuccess ||
+            hipMemsetAsync(block.ptr, block.byte, block.size, stream) != hipSuccess) {
+          refused.fetch_add(1);
+          continue;
+        }
+        const auto start = reinterpret_cast<std::uintptr_t>(block.ptr);
+        {
+          std::lock_guard lock{live_mutex};
+          const auto after = live.lower_bound(start);
+          if ((after != live.end() && after->first < start + block.size) ||
+              (after != live.begin() && std::prev(after)->first + std::prev(after)->second > start)) {
+            overlaps.fetch_add(1);
+          }
+          live[start] = block.size;
+        }
+        mine.push_back(block);
+      } else if (!mine.empty()) {
+        const std::size_t at = pick(mine.size());
+        if (pick(4) == 0) {
+          // Read back once the stream is done: the fill, and nothing another thread queued since.
+          std::vector<unsigned char> back(mine[at].size, 0);
+          if (hipStreamSynchronize(stream) != hipSuccess ||
+              hipMemcpy(back.data(), mine[at].ptr, back.size(), hipMemcpyDeviceToHost) != hipSuccess) {
+            refused.fetch_add(1);
+          } else if (!std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == mine[at].byte; })) {
+            corrupted.fetch_add(1);
+          }
+        }
+        forget(mine[at]);
+        if (hipFreeAsync(mine[at].ptr, stream) != hipSuccess) refused.fetch_add(1);
+        mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(at));
+      }
+    }
+    for (const Block& block : mine) {
+      forget(block);
+      if (hipFreeAsync(block.ptr, stream) != hipSuccess) refused.fetch_add(1);
+    }
+    if (hipStreamSynchronize(stream) != hipSuccess || hipStreamDestroy(stream) != hipSuccess) refused.fetch_add(1);
+  };
+  std::vector<std::thread> threads;
+  for (int index = 0; index < kThreads; ++index) threads.emplace_back(worker, index);
+  for (std::thread& thread : threads) thread.join();
+  CHECK(overlaps.load() == 0);
+  CHECK(corrupted.load() == 0);
+  CHECK(refused.load() == 0);
+  CHECK(live.empty());
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
