@@ -1970,6 +1970,7 @@ TEST_CASE("threads sharing one pool, each on its own stream: blocks never overla
     if (hipStreamSynchronize(stream) != hipSuccess || hipStreamDestroy(stream) != hipSuccess) refused.fetch_add(1);
   };
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int index = 0; index < kThreads; ++index) threads.emplace_back(worker, index);
   for (std::thread& thread : threads) thread.join();
   CHECK(overlaps.load() == 0);
