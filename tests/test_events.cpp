@@ -16,6 +16,22 @@ hipEvent_t make_event(unsigned flags = hipEventDefault) {
   return event;
 }
 
+// Queues a copy of `buffer` to the host on `consumer`, which must still be held after the settle
+// time; opens `gate`, and checks that the copy then ran and saw `expected` in every byte.
+void check_held_until_open(hipStream_t consumer, const void* buffer, std::size_t bytes, Gate& gate,
+                           unsigned char expected) {
+  std::vector<unsigned char> seen(bytes, 0);
+  REQUIRE(hipMemcpyAsync(seen.data(), buffer, bytes, hipMemcpyDeviceToHost, consumer) == hipSuccess);
+  std::atomic<bool> consumer_done{false};
+  add_flag_callback(consumer, &consumer_done);
+  CHECK(still_pending(consumer));
+  CHECK_FALSE(consumer_done.load());
+  gate.open();
+  CHECK(hipStreamSynchronize(consumer) == hipSuccess);
+  CHECK(consumer_done.load());
+  CHECK(seen == std::vector<unsigned char>(bytes, expected));
+}
+
 void sleep_callback(hipStream_t, hipError_t, void* user_data) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(user_data)));
 }
@@ -271,18 +287,9 @@ TEST_CASE("hipStreamWaitEvent makes one stream wait for another stream's event")
   add_flag_callback(consumer, &early_passed);
   CHECK(eventually([&] { return early_passed.load(); }));
 
-  // One recorded behind the gate does.
+  // One recorded behind the gate does: the copy waits, then sees the producer's memset.
   REQUIRE(hipStreamWaitEvent(consumer, ready, 0) == hipSuccess);
-  std::vector<unsigned char> seen(kBytes, 0);
-  REQUIRE(hipMemcpyAsync(seen.data(), buffer, kBytes, hipMemcpyDeviceToHost, consumer) == hipSuccess);
-  std::atomic<bool> consumer_done{false};
-  add_flag_callback(consumer, &consumer_done);
-  CHECK(still_pending(consumer));
-  CHECK_FALSE(consumer_done.load());
-  gate.open();
-  CHECK(hipStreamSynchronize(consumer) == hipSuccess);
-  CHECK(consumer_done.load());
-  CHECK(seen == std::vector<unsigned char>(kBytes, 0x61));  // the copy saw the producer's memset
+  check_held_until_open(consumer, buffer, kBytes, gate, 0x61);
 
   // The null stream and a never-recorded event.
   hipEvent_t never = make_event();
@@ -333,17 +340,8 @@ TEST_CASE("a wait queued before its event is recorded again waits for that recor
     REQUIRE(hipEventRecord(event, other) == hipSuccess);
     REQUIRE(hipStreamSynchronize(other) == hipSuccess);
     CHECK(hipEventQuery(event) == hipSuccess);
-    std::vector<unsigned char> seen(kBytes, 0);
-    REQUIRE(hipMemcpyAsync(seen.data(), buffer, kBytes, hipMemcpyDeviceToHost, consumer) == hipSuccess);
-    std::atomic<bool> consumer_done{false};
-    add_flag_callback(consumer, &consumer_done);
     // The consumer still waits for the producer's record.
-    CHECK(still_pending(consumer));
-    CHECK_FALSE(consumer_done.load());
-    gate.open();
-    CHECK(hipStreamSynchronize(consumer) == hipSuccess);
-    CHECK(consumer_done.load());
-    CHECK(seen == std::vector<unsigned char>(kBytes, 0x5C));
+    check_held_until_open(consumer, buffer, kBytes, gate, 0x5C);
     CHECK(hipEventDestroy(event) == hipSuccess);
   }
   CHECK(hipStreamDestroy(producer) == hipSuccess);
