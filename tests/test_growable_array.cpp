@@ -18,7 +18,6 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
-#include <random>
 #include <span>
 #include <string>
 #include <system_error>
@@ -452,10 +451,10 @@ struct Triple {
 };
 static_assert(sizeof(Triple) == 12);
 
-class ArrayWalk {
+class ArrayWalk : test_support::WalkRandom {
  public:
   explicit ArrayWalk(std::uint64_t seed)
-      : random_(seed), array_(GrowableArray<Triple>::create(Device{0}, kMaxChunks * kChunk).value()) {}
+      : WalkRandom(seed), array_(GrowableArray<Triple>::create(Device{0}, kMaxChunks * kChunk).value()) {}
 
   void step() {
     switch (pick(12)) {
@@ -482,7 +481,6 @@ class ArrayWalk {
  private:
   static constexpr std::size_t kMaxChunks = 4;
 
-  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
   // A count of elements, up to an eighth of the array's limit: often within a chunk, sometimes
   // across several.
   std::size_t some_count() { return pick(4) == 0 ? pick(array_.max_size() / 8) : pick(3000); }
@@ -577,7 +575,6 @@ class ArrayWalk {
     if (pick(50) == 0) CHECK(array_.to_vector().value() == model_);
   }
 
-  std::mt19937_64 random_;
   hipxxBookCounts start_ = books();
   GrowableArray<Triple> array_;
   Triple const* base_ = array_.data();

@@ -24,7 +24,6 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <system_error>
@@ -960,9 +959,9 @@ TEST_CASE("ManagedRange over memory from the C API, and over memory that is not 
 
 namespace {
 
-class ManagedWalk {
+class ManagedWalk : test_support::WalkRandom {
  public:
-  explicit ManagedWalk(std::uint64_t seed) : random_(seed), memory_(kPages * kPage), pages_(kPages) {
+  explicit ManagedWalk(std::uint64_t seed) : WalkRandom(seed), memory_(kPages * kPage), pages_(kPages) {
     REQUIRE(hipGetDeviceCount(&devices_) == hipSuccess);
     stream_ = stest::make_stream(hipStreamNonBlocking);
     content_.assign(memory_.size, 0);
@@ -996,7 +995,6 @@ class ManagedWalk {
     int last_prefetch = hipInvalidDeviceId;
   };
 
-  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
   // The host or a device.
   int some_location() { return static_cast<int>(pick(static_cast<std::size_t>(devices_) + 1)) - 1; }
   static std::uint64_t bit(int location) { return std::uint64_t{1} << static_cast<unsigned>(location + 1); }
@@ -1109,7 +1107,6 @@ class ManagedWalk {
     CHECK(accessed_by(memory_, offset, bytes, 4) == expected);
   }
 
-  std::mt19937_64 random_;
   Managed memory_;
   std::vector<Page> pages_;
   std::vector<unsigned char> content_;

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 
@@ -1682,9 +1681,9 @@ TEST_CASE("memory freed on many threads' streams counts at once, and is all trim
 
 namespace {
 
-class PoolWalk {
+class PoolWalk : test_support::WalkRandom {
  public:
-  explicit PoolWalk(std::uint64_t seed) : random_(seed) {
+  explicit PoolWalk(std::uint64_t seed) : WalkRandom(seed) {
     streams_ = {make_stream(hipStreamNonBlocking), make_stream(hipStreamNonBlocking), nullptr};
     pools_ = {make_pool(), make_pool()};
     set_policies(pools_[1], false, false, false);
@@ -1740,8 +1739,6 @@ class PoolWalk {
 
   static constexpr std::size_t kMaxLive = 48;
   static constexpr std::size_t kMaxSpent = 6;  // gates opened and not yet freed
-
-  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
 
   // Mostly one of three sizes, so that freed blocks are often reused (by size class), else any size
   // up to 2 MiB, so that the pool carves new blocks as well.
@@ -1823,10 +1820,11 @@ class PoolWalk {
   // Holds stream 0 or 1 until let go. Not the null stream, on which a gate is made (hipMemset):
   // nor while the null stream waits for a held stream, as a hand-over may have it do.
   void hold() {
-    std::unique_ptr<Gate>& gate = holds_[pick(holds_.size())];
+    const std::size_t stream = pick(holds_.size());
+    std::unique_ptr<Gate>& gate = holds_[stream];
     if (gate || spent_.size() >= kMaxSpent || hipStreamQuery(nullptr) != hipSuccess) return;
     gate = std::make_unique<Gate>();
-    gate->block(streams_[static_cast<std::size_t>(&gate - holds_.data())]);
+    gate->block(streams_[stream]);
   }
 
   void let_go() {
@@ -1872,7 +1870,6 @@ class PoolWalk {
     }
   }
 
-  std::mt19937_64 random_;
   std::array<hipStream_t, 3> streams_{};
   std::array<hipMemPool_t, 2> pools_{};
   std::vector<Block> live_;
@@ -1908,10 +1905,8 @@ TEST_CASE("threads sharing one pool, each on its own stream: blocks never overla
   std::atomic<int> corrupted{0};
   std::atomic<int> refused{0};
   const auto worker = [&](int index) {
-    std::mt19937_64 random(test_support::walk_seed() + static_cast<std::uint64_t>(index));
-    const auto pick = [&](std::size_t count) {
-      return std::uniform_int_distribution<std::size_t>{0, count - 1}(random);
-    };
+    test_support::WalkRandom random(test_support::walk_seed() + static_cast<std::uint64_t>(index));
+    const auto pick = [&](std::size_t count) { return random.pick(count); };
     hipStream_t stream = nullptr;
     if (hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess) {
       refused.fetch_add(1);

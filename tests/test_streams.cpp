@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <string>
 
 using namespace stest;
@@ -1680,9 +1679,9 @@ TEST_CASE("a destroyed stream whose last reference is work queued on it finishes
 
 namespace {
 
-class StreamWalk {
+class StreamWalk : test_support::WalkRandom {
  public:
-  explicit StreamWalk(std::uint64_t seed) : random_(seed) {
+  explicit StreamWalk(std::uint64_t seed) : WalkRandom(seed) {
     streams_ = {nullptr, make_stream(hipStreamDefault), make_stream(hipStreamDefault),
                 make_stream(hipStreamNonBlocking)};
     for (hipEvent_t& event : events_) REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
@@ -1739,8 +1738,6 @@ class StreamWalk {
     std::size_t stream = 0;  // where its last use was queued
     std::vector<unsigned char> model;
   };
-
-  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
 
   // Whether HIP orders work queued on `to` after work already queued on `from`, with nothing done.
   static bool implicitly_ordered(std::size_t from, std::size_t to) {
@@ -1828,7 +1825,6 @@ class StreamWalk {
     ++verified_;
   }
 
-  std::mt19937_64 random_;
   std::array<hipStream_t, 4> streams_{};
   std::array<hipEvent_t, 3> events_{};
   std::array<Buffer, 6> buffers_{};

@@ -29,7 +29,6 @@
 #include <fstream>
 #include <optional>
 #include <ostream>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1422,9 +1421,8 @@ class VmmModel {
 
   // The run of whole mappings covering [offset, offset + size) of `reservation` exactly, end to end
   // with no gap: their positions in its list, or nothing where the range is not such a run.
-  static std::optional<std::pair<std::size_t, std::size_t>> tiling(const VmmModel& model,
-                                                                   const Reservation& reservation, std::size_t offset,
-                                                                   std::size_t size) {
+  [[nodiscard]] std::optional<std::pair<std::size_t, std::size_t>> tiling(const Reservation& reservation,
+                                                                          std::size_t offset, std::size_t size) const {
     std::size_t first = 0;
     while (first < reservation.mappings.size() && reservation.mappings[first].offset < offset) ++first;
     if (first == reservation.mappings.size() || reservation.mappings[first].offset != offset) return std::nullopt;
@@ -1432,7 +1430,7 @@ class VmmModel {
     std::size_t last = first;
     for (; last < reservation.mappings.size() && end < offset + size; ++last) {
       if (reservation.mappings[last].offset != end) return std::nullopt;
-      end += model.allocations[reservation.mappings[last].allocation].size;
+      end += allocations[reservation.mappings[last].allocation].size;
     }
     if (end != offset + size) return std::nullopt;
     return std::pair{first, last};
@@ -1454,9 +1452,9 @@ class VmmModel {
   }
 };
 
-class VmmWalk {
+class VmmWalk : test_support::WalkRandom {
  public:
-  explicit VmmWalk(std::uint64_t seed) : random_(seed) {}
+  explicit VmmWalk(std::uint64_t seed) : WalkRandom(seed) {}
 
   void step() {
     switch (pick(10)) {
@@ -1496,8 +1494,6 @@ class VmmWalk {
  private:
   static constexpr std::size_t kMaxReservations = 6;
   static constexpr std::size_t kMaxAllocations = 10;
-
-  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(random_); }
 
   // Checks a call's result against the model's prediction and counts it.
   void expect(hipError_t result, bool allowed, const char* call) {
@@ -1597,7 +1593,7 @@ class VmmWalk {
     if (model_.reservations.empty()) return;
     VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
     const auto [offset, size] = range_in(reservation);
-    const auto run = VmmModel::tiling(model_, reservation, offset, size);
+    const auto run = model_.tiling(reservation, offset, size);
     expect(hipMemUnmap(at(reservation.base, offset), size), run.has_value(), "hipMemUnmap");
     if (!run) return;
     for (std::size_t position = run->first; position < run->second; ++position) {
@@ -1611,7 +1607,7 @@ class VmmWalk {
     if (model_.reservations.empty()) return;
     VmmModel::Reservation& reservation = model_.reservations[pick(model_.reservations.size())];
     const auto [offset, size] = range_in(reservation);
-    const auto run = VmmModel::tiling(model_, reservation, offset, size);
+    const auto run = model_.tiling(reservation, offset, size);
     const bool writable = pick(4) != 0;
     const hipMemAccessDesc desc = make_desc(writable ? hipMemAccessFlagsProtReadWrite : hipMemAccessFlagsProtNone);
     expect(hipMemSetAccess(at(reservation.base, offset), size, &desc, 1), run.has_value(), "hipMemSetAccess");
@@ -1656,7 +1652,6 @@ class VmmWalk {
     CHECK(std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == allocation.content; }));
   }
 
-  std::mt19937_64 random_;
   VmmModel model_;
   hipxxBookCounts start_ = books();
   std::size_t successes_ = 0;

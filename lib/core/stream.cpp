@@ -289,7 +289,7 @@ void Stream::wait_for_room() {
 }
 
 void Stream::run() {
-  running_stream_work = true;
+  const RunningStreamWork running;
   adopt_device(traits_.device);
   std::unique_lock lock{mutex_};
   for (;;) {

@@ -4,8 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 
 namespace test_support {
 
@@ -14,6 +16,18 @@ inline std::uint64_t walk_seed() {
   const char* const chosen = std::getenv("HIPXX_TEST_SEED");
   return chosen != nullptr ? std::strtoull(chosen, nullptr, 0) : 20261124;
 }
+
+// A walk's choices, all drawn from its seed. Walks derive from it for pick().
+class WalkRandom {
+ public:
+  explicit WalkRandom(std::uint64_t seed) : engine_(seed) {}
+
+  // One of 0 .. count - 1, evenly.
+  std::size_t pick(std::size_t count) { return std::uniform_int_distribution<std::size_t>{0, count - 1}(engine_); }
+
+ private:
+  std::mt19937_64 engine_;
+};
 
 // `steps`, divided by HIPXX_TEST_WALK_SCALE where that is set (sanitizer builds set 4).
 inline int walk_steps(int steps) {
