@@ -69,14 +69,12 @@ ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescript
       description_(description),
       base_(base),
       channel_(std::move(channel)),
-      chunk_users_(chunk_count(), 0),
+      chunks_(chunk_count()),
       // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
       access_(runtime.device_count(), description.device) {}
 
 ImportedPool::~ImportedPool() {
-  for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
-    if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
-  }
+  chunks_.let_go_all([this](std::size_t chunk) { unmap_chunk(chunk); });
   (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), static_cast<std::size_t>(description_.virtual_bytes),
                                   Holder::runtime);
 }
@@ -139,42 +137,31 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
     (void)runtime_.unmap(at, bytes, Holder::runtime);
     return error;
   }
-  ++mapped_chunks_;
-  reserved_high_ = std::max<std::uint64_t>(reserved_high_, mapped_chunks_ * description_.chunk_bytes);
   return hipSuccess;
 }
 
 void ImportedPool::unmap_chunk(std::size_t chunk) {
   (void)runtime_.unmap(chunk_address(chunk), static_cast<std::size_t>(description_.chunk_bytes), Holder::runtime);
-  --mapped_chunks_;
 }
 
 hipError_t ImportedPool::acquire(std::uint64_t offset, std::uint64_t size) {
-  const auto first = static_cast<std::size_t>(offset / description_.chunk_bytes);
-  const auto last = static_cast<std::size_t>((offset + size - 1) / description_.chunk_bytes);
   std::lock_guard lock{mutex_};
-  for (std::size_t chunk = first; chunk <= last; ++chunk) {
-    if (chunk_users_[chunk] > 0) continue;
-    if (const hipError_t error = map_chunk(chunk); error != hipSuccess) {
-      for (std::size_t undo = first; undo < chunk; ++undo) {
-        if (chunk_users_[undo] == 0) unmap_chunk(undo);
-      }
-      return error;
-    }
+  if (const hipError_t error = chunks_.add(
+          ChunkSpan::of(offset, size, description_.chunk_bytes), [this](std::size_t chunk) { return map_chunk(chunk); },
+          [this](std::size_t chunk) { unmap_chunk(chunk); });
+      error != hipSuccess) {
+    return error;
   }
-  for (std::size_t chunk = first; chunk <= last; ++chunk) ++chunk_users_[chunk];
+  reserved_high_ = std::max<std::uint64_t>(reserved_high_, reserved_bytes());
   used_bytes_ += size;
   used_high_ = std::max(used_high_, used_bytes_);
   return hipSuccess;
 }
 
 void ImportedPool::release(std::uint64_t offset, std::uint64_t size) {
-  const auto first = static_cast<std::size_t>(offset / description_.chunk_bytes);
-  const auto last = static_cast<std::size_t>((offset + size - 1) / description_.chunk_bytes);
   std::lock_guard lock{mutex_};
-  for (std::size_t chunk = first; chunk <= last; ++chunk) {
-    if (--chunk_users_[chunk] == 0) unmap_chunk(chunk);
-  }
+  chunks_.remove(ChunkSpan::of(offset, size, description_.chunk_bytes),
+                 [this](std::size_t chunk) { unmap_chunk(chunk); });
   used_bytes_ -= size;
 }
 
@@ -189,7 +176,7 @@ hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) co
     case hipMemPoolReuseAllowInternalDependencies: *static_cast<int*>(value) = 1; break;
     case hipMemPoolAttrReleaseThreshold: put_u64(0); break;
     // What this process maps of the exporter's memory, and the imported pointers it holds.
-    case hipMemPoolAttrReservedMemCurrent: put_u64(mapped_chunks_ * description_.chunk_bytes); break;
+    case hipMemPoolAttrReservedMemCurrent: put_u64(reserved_bytes()); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(reserved_high_); break;
     case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_); break;
     case hipMemPoolAttrUsedMemHigh: put_u64(used_high_); break;
@@ -201,7 +188,7 @@ hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) co
 hipError_t ImportedPool::set_access(const hipMemAccessDesc* descriptors, std::size_t count) {
   if (const hipError_t error = access_.check(descriptors, count); error != hipSuccess) return error;
   std::lock_guard lock{mutex_};
-  return access_.set(runtime_, {descriptors, count}, chunk_users_, base_,
+  return access_.set(runtime_, {descriptors, count}, chunks_.counts(), base_,
                      static_cast<std::size_t>(description_.chunk_bytes));
 }
 

@@ -8,6 +8,7 @@
 // An imported pool hands out no memory of its own: HIP forbids allocating from it.
 #pragma once
 
+#include "core/chunk_users.hpp"
 #include "core/pool_access.hpp"
 #include "core/pool_wire.hpp"
 
@@ -62,6 +63,7 @@ class ImportedPool {
   [[nodiscard]] hipError_t fetch_chunk(std::size_t chunk, OwnedFd* fd);
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
+  [[nodiscard]] std::uint64_t reserved_bytes() const noexcept { return chunks_.backed() * description_.chunk_bytes; }
 
   Runtime& runtime_;
   const PoolDescription description_;
@@ -69,9 +71,8 @@ class ImportedPool {
 
   mutable std::mutex mutex_;  // also keeps requests and replies on the channel in pairs
   OwnedFd channel_;  // closed for good once a reply was lost or made no sense
-  std::vector<std::uint32_t> chunk_users_;
+  ChunkUsers chunks_;
   PoolAccess access_;
-  std::size_t mapped_chunks_ = 0;
   std::uint64_t used_bytes_ = 0;
   std::uint64_t reserved_high_ = 0;
   std::uint64_t used_high_ = 0;

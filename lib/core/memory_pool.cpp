@@ -181,7 +181,7 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
       live_(virtual_bytes),
       access_(runtime.device_count(), properties.location.id),
-      chunk_users_(virtual_bytes / chunk_bytes, 0) {
+      chunks_(virtual_bytes / chunk_bytes) {
   add_hole(0, virtual_bytes_);
 }
 
@@ -191,9 +191,7 @@ MemoryPool::~MemoryPool() {
     if (const std::shared_ptr<Stream> stream = list->freeing_stream()) stream->forget_pool(serial_);
   }
   runtime_.streams().forget_pool(serial_);
-  for (std::size_t chunk = 0; chunk < chunk_users_.size() && mapped_chunks_ > 0; ++chunk) {
-    if (chunk_users_[chunk] > 0) unmap_chunk(chunk);
-  }
+  chunks_.let_go_all([this](std::size_t chunk) { unmap_chunk(chunk); });
   (void)runtime_.free_reservation(reinterpret_cast<void*>(base_), virtual_bytes_, Holder::runtime);
 }
 
@@ -356,18 +354,13 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
   const auto hole = holes_by_size_.lower_bound({bytes, 0});
   if (hole == holes_by_size_.end()) return hipErrorOutOfMemory;
   const auto [hole_bytes, hole_offset] = *hole;
-  const std::size_t first = hole_offset / chunk_bytes_;
-  const std::size_t last = (hole_offset + bytes - 1) / chunk_bytes_;
-  for (std::size_t chunk = first; chunk <= last; ++chunk) {
-    if (chunk_users_[chunk] > 0) continue;
-    if (const hipError_t error = map_chunk(chunk); error != hipSuccess) {
-      for (std::size_t undo = first; undo < chunk; ++undo) {
-        if (chunk_users_[undo] == 0) unmap_chunk(undo);
-      }
-      return error;
-    }
+  if (const hipError_t error = chunks_.add(
+          ChunkSpan::of(hole_offset, bytes, chunk_bytes_), [this](std::size_t chunk) { return map_chunk(chunk); },
+          [this](std::size_t chunk) { unmap_chunk(chunk); });
+      error != hipSuccess) {
+    return error;
   }
-  for (std::size_t chunk = first; chunk <= last; ++chunk) ++chunk_users_[chunk];
+  attributes_.reserved_high = std::max<std::uint64_t>(attributes_.reserved_high, reserved_bytes());
   holes_by_size_.erase(hole);
   holes_.erase(hole_offset);
   if (hole_bytes > bytes) add_hole(hole_offset + bytes, hole_bytes - bytes);
@@ -376,11 +369,7 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
 }
 
 void MemoryPool::uncarve(std::uintptr_t offset, std::size_t bytes) {
-  const std::size_t first = offset / chunk_bytes_;
-  const std::size_t last = (offset + bytes - 1) / chunk_bytes_;
-  for (std::size_t chunk = first; chunk <= last; ++chunk) {
-    if (--chunk_users_[chunk] == 0) unmap_chunk(chunk);
-  }
+  chunks_.remove(ChunkSpan::of(offset, bytes, chunk_bytes_), [this](std::size_t chunk) { unmap_chunk(chunk); });
   add_hole(offset, bytes);
 }
 
@@ -425,19 +414,16 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
     (void)runtime_.unmap(at, chunk_bytes_, Holder::runtime);
     return error;
   }
-  ++mapped_chunks_;
-  attributes_.reserved_high = std::max<std::uint64_t>(attributes_.reserved_high, mapped_chunks_ * chunk_bytes_);
   return hipSuccess;
 }
 
 void MemoryPool::unmap_chunk(std::size_t chunk) {
   (void)runtime_.unmap(reinterpret_cast<void*>(base_ + chunk * chunk_bytes_), chunk_bytes_, Holder::runtime);
-  --mapped_chunks_;
 }
 
 void MemoryPool::trim_to(std::size_t keep_bytes) {
   std::lock_guard lock{mutex_};
-  if (mapped_chunks_ * chunk_bytes_ <= keep_bytes) return;
+  if (reserved_bytes() <= keep_bytes) return;
   adopt_lists_of_destroyed_streams();
   // Memory whose free its stream has not yet reached may still be in use there: only the rest goes.
   // Taken out of the lists while they are locked, so no allocation can take a block being released.
@@ -468,9 +454,10 @@ void MemoryPool::trim_to(std::size_t keep_bytes) {
             [](const Releasable& left, const Releasable& right) { return left.offset > right.offset; });
   for (const Releasable& block : releasable) {
     const std::size_t bytes = pool_class_bytes_at(block.size_class);
-    const std::size_t reserved = mapped_chunks_ * chunk_bytes_;
+    const std::size_t reserved = reserved_bytes();
+    const std::size_t released = chunks_.last_users_in(ChunkSpan::of(block.offset, bytes, chunk_bytes_));
     // The pool keeps at least `keep_bytes` reserved; what stays goes back where it came from.
-    if (reserved > keep_bytes && reserved - chunks_released_by(block.offset, bytes) * chunk_bytes_ >= keep_bytes) {
+    if (reserved > keep_bytes && reserved - released * chunk_bytes_ >= keep_bytes) {
       uncarve(block.offset, bytes);
     } else if (block.list == nullptr) {
       unowned_[block.size_class].push_back(block.offset);
@@ -479,14 +466,6 @@ void MemoryPool::trim_to(std::size_t keep_bytes) {
       block.list->by_class[block.size_class].push_back({.offset = block.offset, .point = block.point});
     }
   }
-}
-
-std::size_t MemoryPool::chunks_released_by(std::uintptr_t offset, std::size_t bytes) const {
-  std::size_t released = 0;
-  for (std::size_t chunk = offset / chunk_bytes_; chunk <= (offset + bytes - 1) / chunk_bytes_; ++chunk) {
-    if (chunk_users_[chunk] == 1) ++released;
-  }
-  return released;
 }
 
 void MemoryPool::trim_to_threshold() {
@@ -519,7 +498,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
     // The high-water marks can only be reset, to the current value.
     case hipMemPoolAttrReservedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
-      attributes_.reserved_high = mapped_chunks_ * chunk_bytes_;
+      attributes_.reserved_high = reserved_bytes();
       return hipSuccess;
     case hipMemPoolAttrUsedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
@@ -539,7 +518,7 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
     case hipMemPoolReuseAllowOpportunistic: put_flag(attributes_.allow_opportunistic); break;
     case hipMemPoolReuseAllowInternalDependencies: put_flag(attributes_.allow_internal_dependencies); break;
     case hipMemPoolAttrReleaseThreshold: put_u64(attributes_.release_threshold); break;
-    case hipMemPoolAttrReservedMemCurrent: put_u64(mapped_chunks_ * chunk_bytes_); break;
+    case hipMemPoolAttrReservedMemCurrent: put_u64(reserved_bytes()); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(attributes_.reserved_high); break;
     case hipMemPoolAttrUsedMemCurrent: put_u64(usage_.current()); break;
     case hipMemPoolAttrUsedMemHigh: put_u64(usage_.high()); break;
@@ -551,7 +530,7 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
 hipError_t MemoryPool::set_access(const hipMemAccessDesc* descriptors, std::size_t count) {
   if (const hipError_t error = access_.check(descriptors, count); error != hipSuccess) return error;
   std::lock_guard lock{mutex_};
-  return access_.set(runtime_, {descriptors, count}, chunk_users_, base_, chunk_bytes_);
+  return access_.set(runtime_, {descriptors, count}, chunks_.counts(), base_, chunk_bytes_);
 }
 
 hipMemAccessFlags MemoryPool::access(int device) const {

@@ -15,6 +15,7 @@
 // set of stream lists, which trimming and other streams' allocations search under it.
 #pragma once
 
+#include "core/chunk_users.hpp"
 #include "core/pool_access.hpp"
 #include "core/pool_usage.hpp"
 #include "core/stream.hpp"
@@ -192,9 +193,9 @@ class MemoryPool {
   void adopt_lists_of_destroyed_streams();
   [[nodiscard]] hipError_t carve(std::size_t bytes, std::uintptr_t* offset);
   void uncarve(std::uintptr_t offset, std::size_t bytes);
-  [[nodiscard]] std::size_t chunks_released_by(std::uintptr_t offset, std::size_t bytes) const;
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return chunks_.backed() * chunk_bytes_; }
   void add_hole(std::uintptr_t offset, std::size_t bytes);
 
   Runtime& runtime_;
@@ -218,8 +219,7 @@ class MemoryPool {
   std::array<std::vector<std::uintptr_t>, kClassCount> unowned_;  // free, no stream work pending
   std::map<std::uintptr_t, std::size_t> holes_;  // uncarved space: offset -> bytes
   std::set<std::pair<std::size_t, std::uintptr_t>> holes_by_size_;
-  std::vector<std::uint32_t> chunk_users_;  // carved blocks touching each chunk
-  std::size_t mapped_chunks_ = 0;
+  ChunkUsers chunks_;
   // Changed by every allocation and free, each thread on lines of its own (core/pool_usage.hpp);
   // kept apart from the fields read on the hot path (orphaned_, the layout).
   alignas(64) PoolUsage usage_;
