@@ -1,14 +1,17 @@
 #include "core/managed_memory.hpp"
 
+#include "core/address_space.hpp"
+
 #include <algorithm>
 #include <iterator>
 
 namespace hipxx::core {
+
+static_assert(kManagedLocations == 1 + AccessList::kMaxDevices, "a location set holds the host and every device");
+
 namespace {
 
-std::uint64_t location_bit(int device) noexcept {
-  return std::uint64_t{1} << static_cast<unsigned>(device + 1);  // hipCpuDeviceId (-1) is bit 0
-}
+std::size_t location_index(int location) noexcept { return static_cast<std::size_t>(location - hipCpuDeviceId); }
 
 // The same answer from every page, or `mixed`.
 template <class Value, class Read>
@@ -114,11 +117,11 @@ hipError_t ManagedMemory::advise(std::uintptr_t address, std::size_t bytes, hipM
       break;
     case hipMemAdviseSetAccessedBy:
       change_pages(*allocation, address, bytes,
-                   [device](PageState& state) { state.accessed_by |= location_bit(device); });
+                   [device](PageState& state) { state.accessed_by.set(location_index(device)); });
       break;
     case hipMemAdviseUnsetAccessedBy:
       change_pages(*allocation, address, bytes,
-                   [device](PageState& state) { state.accessed_by &= ~location_bit(device); });
+                   [device](PageState& state) { state.accessed_by.reset(location_index(device)); });
       break;
     case hipMemAdviseSetCoarseGrain:
       change_pages(*allocation, address, bytes, [](PageState& state) { state.coarse_grain = true; });
@@ -194,13 +197,14 @@ hipError_t ManagedMemory::query(hipMemRangeAttribute attribute, std::uintptr_t a
     }
     case hipMemRangeAttributeAccessedBy: {
       if (data_size == 0 || data_size % sizeof(std::int32_t) != 0) return hipErrorInvalidValue;
-      std::uint64_t everywhere = ~std::uint64_t{0};
+      LocationSet everywhere;
+      everywhere.set();
       for (const PageState& state : states) everywhere &= state.accessed_by;
       // Devices with the advice over the whole range, host first, then unused slots marked invalid.
       const std::size_t slots = data_size / sizeof(std::int32_t);
       std::size_t written = 0;
-      for (int location = hipCpuDeviceId; location < 63 && written < slots; ++location) {
-        if ((everywhere & location_bit(location)) != 0) out[written++] = location;
+      for (int location = hipCpuDeviceId; location < kManagedLocations - 1 && written < slots; ++location) {
+        if (everywhere.test(location_index(location))) out[written++] = location;
       }
       std::fill(out + written, out + slots, hipInvalidDeviceId);
       return hipSuccess;

@@ -6,6 +6,7 @@
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -15,10 +16,14 @@
 
 namespace hipxx::core {
 
+// The host (hipCpuDeviceId) and every device: bit 0 the host, bit d + 1 device d.
+inline constexpr int kManagedLocations = 1 + 64;
+using LocationSet = std::bitset<kManagedLocations>;
+
 struct PageState {
   bool read_mostly = false;
   int preferred_location = hipInvalidDeviceId;
-  std::uint64_t accessed_by = 0;  // bit 0: the host (hipCpuDeviceId); bit d + 1: device d
+  LocationSet accessed_by;
   int last_prefetch = hipInvalidDeviceId;
   bool coarse_grain = false;
   bool operator==(const PageState&) const = default;
