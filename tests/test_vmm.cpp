@@ -487,6 +487,24 @@ TEST_CASE("create: refused arguments") {
   CHECK(handle == sentinel);
 }
 
+// As a GPU refuses what it lacks: on the host backend, committing more than the machine has would
+// otherwise wake the kernel's out-of-memory killer, which ends this process or another.
+TEST_CASE("create: more memory than the device has is hipErrorOutOfMemory and creates nothing") {
+  LeakCheck leaks;
+  const hipMemAllocationProp good = make_prop();
+  std::size_t total = 0;
+  REQUIRE(hipDeviceTotalMem(&total, 0) == hipSuccess);
+  const std::size_t beyond = (total / G + 1) * G + (std::size_t{1} << 30);
+  Handle const sentinel = forged_handle();
+  Handle handle = sentinel;
+  CHECK_REFUSED(hipMemCreate(&handle, beyond, &good, 0), hipErrorOutOfMemory);
+  CHECK_REFUSED(hipMemCreate(&handle, 2 * beyond, &good, 0), hipErrorOutOfMemory);
+  CHECK(handle == sentinel);
+  // The refusal took nothing: the same call for what fits still succeeds.
+  REQUIRE(hipMemCreate(&handle, G, &good, 0) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+}
+
 TEST_CASE("release: refused handles") {
   LeakCheck leaks;
   CHECK_REFUSED(hipMemRelease(nullptr), hipErrorInvalidValue);

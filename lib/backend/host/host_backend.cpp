@@ -24,16 +24,16 @@
 // the kernel makes where sizes and addresses allow, never a rule callers must follow.
 #include "backend/address_arena.hpp"
 #include "backend/backend.hpp"
-#include "backend/host/plain_allocations.hpp"
 #include "backend/host/host_queue.hpp"
 #include "backend/host/memfd.hpp"
+#include "backend/host/memory_size.hpp"
 #include "backend/host/page_population.hpp"
+#include "backend/host/plain_allocations.hpp"
 #include "backend/page_size.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -125,38 +125,10 @@ std::string host_shmem_thp_setting() {
                                                                  : text.substr(open + 1, close - open - 1);
 }
 
-// What the kernel could give out now without swapping (MemAvailable: free pages, and caches it
-// can drop), or sysinfo's free memory where /proc/meminfo does not say.
-std::uint64_t available_memory() noexcept {
-  std::uint64_t kib = 0;
-  bool found = false;
-  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): closed below; the project has no gsl::owner
-  if (FILE* file = std::fopen("/proc/meminfo", "re")) {
-    std::array<char, 256> line{};
-    while (!found && std::fgets(line.data(), static_cast<int>(line.size()), file) != nullptr) {
-      unsigned long long value = 0;
-      found = std::sscanf(line.data(), "MemAvailable: %llu kB", &value) == 1;
-      kib = value;
-    }
-    std::fclose(file);  // NOLINT(cppcoreguidelines-owning-memory): see fopen above
-  }
-  if (found) return kib * 1024;
-  struct sysinfo info {};
-  sysinfo(&info);
-  return static_cast<std::uint64_t>(info.freeram) * info.mem_unit;
-}
-
-// The machine's memory: what each host device reports as its own.
-std::uint64_t physical_memory() noexcept {
-  struct sysinfo info {};
-  sysinfo(&info);
-  return static_cast<std::uint64_t>(info.totalram) * info.mem_unit;
-}
-
 class HostBackend final : public Backend {
  public:
   explicit HostBackend(int count) {
-    const std::uint64_t total = physical_memory();
+    const std::uint64_t total = host::physical_memory();
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     for (int ordinal = 0; ordinal < count; ++ordinal) {
       devices_.push_back(DeviceProperties{
@@ -329,7 +301,7 @@ class HostBackend final : public Backend {
   // Every device's memory is the machine's: what is free of it is free for all of them.
   hipError_t memory_info(int device, std::uint64_t* free, std::uint64_t* total) override {
     *total = devices_[static_cast<std::size_t>(device)].total_memory;
-    *free = std::min(available_memory(), *total);
+    *free = std::min(host::available_memory(), *total);
     return hipSuccess;
   }
 
@@ -457,7 +429,7 @@ class HostBackend final : public Backend {
   std::mutex parked_mutex_;
   std::unordered_map<int, Parked> parked_;  // memfd -> its parked mapping, until the first map
   const bool huge_pages_advised_ = host_shmem_thp_setting() == "advise";
-  host::PlainAllocations plain_allocations_{static_cast<std::size_t>(physical_memory()), huge_pages_advised_};
+  host::PlainAllocations plain_allocations_{static_cast<std::size_t>(host::physical_memory()), huge_pages_advised_};
   AddressArena arena_{kArenaShape, reserve_aligned,
                       [](std::uintptr_t base, std::size_t size) { munmap(reinterpret_cast<void*>(base), size); }};
 };

@@ -1,5 +1,7 @@
 #include "backend/host/page_population.hpp"
 
+#include "backend/host/memory_size.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 
@@ -102,6 +104,10 @@ int populate(void* at, std::size_t size) noexcept {
 
 int commit_pages(int fd, std::size_t size, bool advise_huge_pages, void** mapping) noexcept {
   *mapping = nullptr;
+  if (!could_commit(size)) {
+    errno = ENOMEM;
+    return -1;
+  }
   if (populate_supported()) {
     void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     // No room for one more mapping (vm.max_map_count, or address space): commit without one.

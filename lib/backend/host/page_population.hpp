@@ -29,7 +29,8 @@ namespace hipxx::backend::host {
 // fills the page tables in one pass that several threads share; else (no MADV_POPULATE_WRITE, or no
 // room for one more mapping) fallocate commits them and `*mapping` is null. `advise_huge_pages`
 // (shmem_enabled "advise") marks the mapping MADV_HUGEPAGE first, so shmem allocates 2 MiB pages
-// where it can; the other settings need no asking.
+// where it can; the other settings need no asking. More than the machine could give out now fails
+// at once with ENOMEM (could_commit), not with the out-of-memory killer halfway.
 [[nodiscard]] int commit_pages(int fd, std::size_t size, bool advise_huge_pages, void** mapping) noexcept;
 
 }  // namespace hipxx::backend::host
