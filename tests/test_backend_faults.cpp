@@ -636,6 +636,17 @@ TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothin
   REQUIRE(runtime.synchronize() == hipSuccess);
   pool->trim_to(0);
   REQUIRE(faulty.backend->mappings() == 0);
+  const auto reserved = [&](hipMemPoolAttr attribute) {
+    std::uint64_t bytes = 0;
+    REQUIRE(pool->get_attribute(attribute, &bytes) == hipSuccess);
+    return bytes;
+  };
+  const auto reset_reserved_high = [&] {
+    const std::uint64_t zero = 0;
+    REQUIRE(pool->set_attribute(hipMemPoolAttrReservedMemHigh, &zero) == hipSuccess);
+    REQUIRE(reserved(hipMemPoolAttrReservedMemHigh) == 0);
+  };
+  reset_reserved_high();
 
   for (const Call call : {Call::create, Call::map, Call::set_access}) {
     CAPTURE(static_cast<int>(call));
@@ -648,6 +659,9 @@ TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothin
     CHECK(faulty.backend->physical() == 0);
     CHECK(runtime.counts().mappings == 0);
     CHECK(runtime.counts().allocations == 0);
+    // The chunk mapped before the failure was never the pool's: no mark of it is left.
+    CHECK(reserved(hipMemPoolAttrReservedMemCurrent) == 0);
+    CHECK(reserved(hipMemPoolAttrReservedMemHigh) == 0);
 
     // The same request succeeds once the backend does, and its memory works.
     REQUIRE(runtime.allocate_async(&block, 3 * chunk, nullptr, nullptr) == hipSuccess);
@@ -661,6 +675,8 @@ TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothin
     pool->trim_to(0);
     CHECK(faulty.backend->mappings() == 0);
     CHECK(faulty.backend->physical() == 0);
+    CHECK(reserved(hipMemPoolAttrReservedMemHigh) >= 3 * chunk);
+    reset_reserved_high();
   }
 }
 
