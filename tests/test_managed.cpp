@@ -487,6 +487,19 @@ TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call" * doctest:
     data[1] = nullptr;
     CHECK(hipMemRangeGetAttributes(data.data(), sizes.data(), which.data(), 5, memory.pointer, memory.size) ==
           hipErrorInvalidValue);
+    data[1] = &preferred_value;
+    which[4] = static_cast<hipMemRangeAttribute>(99);
+    CHECK(hipMemRangeGetAttributes(data.data(), sizes.data(), which.data(), 5, memory.pointer, memory.size) ==
+          hipErrorInvalidValue);
+    sizes[2] = 0;
+    CHECK(hipMemRangeGetAttributes(data.data(), sizes.data(), which.data(), 3, memory.pointer, memory.size) ==
+          hipErrorInvalidValue);
+    // A refused call writes nothing, not even the answers before the one it refuses.
+    CHECK(read_mostly_value == -100);
+    CHECK(preferred_value == -100);
+    CHECK(ids == std::array<int, 4>{});
+    CHECK(last_prefetch_value == -100);
+    CHECK(coherency_value == -100);
   }
 }
 

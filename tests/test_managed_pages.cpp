@@ -21,7 +21,9 @@ constexpr int kDevices = 64;
 // Every location with accessed-by advice over [address, address + bytes), host first.
 std::vector<int> accessed_by(const ManagedMemory& books, std::uintptr_t address, std::size_t bytes) {
   std::array<std::int32_t, kDevices + 2> slots{};
-  REQUIRE(books.query(hipMemRangeAttributeAccessedBy, address, bytes, slots.data(), sizeof slots) == hipSuccess);
+  const hipxx::core::RangeQuery request{
+      .attribute = hipMemRangeAttributeAccessedBy, .data = slots.data(), .data_size = sizeof slots};
+  REQUIRE(books.query({&request, 1}, address, bytes) == hipSuccess);
   std::vector<int> locations;
   for (const std::int32_t slot : slots) {
     if (slot != hipInvalidDeviceId) locations.push_back(slot);

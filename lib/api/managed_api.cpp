@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 #include <string>
+#include <vector>
 
 using hipxx::api::guarded;
+using hipxx::core::RangeQuery;
 using hipxx::core::Runtime;
 
 namespace {
@@ -58,7 +60,10 @@ hipError_t hipMemAdvise_v2(const void* dev_ptr, size_t count, hipMemoryAdvise ad
 
 hipError_t hipMemRangeGetAttribute(void* data, size_t data_size, hipMemRangeAttribute attribute, const void* dev_ptr,
                                    size_t count) {
-  return guarded([&](Runtime& runtime) { return runtime.range_attribute(data, data_size, attribute, dev_ptr, count); });
+  return guarded([&](Runtime& runtime) {
+    const RangeQuery request{.attribute = attribute, .data = data, .data_size = data_size};
+    return runtime.range_attributes({&request, 1}, dev_ptr, count);
+  });
 }
 
 hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRangeAttribute* attributes,
@@ -67,12 +72,11 @@ hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRange
     if (data == nullptr || data_sizes == nullptr || attributes == nullptr || num_attributes == 0) {
       return hipErrorInvalidValue;
     }
+    std::vector<RangeQuery> requests(num_attributes);
     for (size_t index = 0; index < num_attributes; ++index) {
-      const hipError_t error =
-          runtime.range_attribute(data[index], data_sizes[index], attributes[index], dev_ptr, count);
-      if (error != hipSuccess) return error;
+      requests[index] = {.attribute = attributes[index], .data = data[index], .data_size = data_sizes[index]};
     }
-    return hipSuccess;
+    return runtime.range_attributes(requests, dev_ptr, count);
   });
 }
 

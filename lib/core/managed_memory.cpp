@@ -33,6 +33,54 @@ auto containing(Allocations& allocations, std::uintptr_t address, std::size_t by
   return address < end && bytes <= end - address ? &candidate : nullptr;
 }
 
+// Whether `request` can be answered: a place, and room of the attribute's shape.
+bool answerable(const RangeQuery& request) noexcept {
+  if (request.data == nullptr) return false;
+  switch (request.attribute) {
+    case hipMemRangeAttributeReadMostly:
+    case hipMemRangeAttributePreferredLocation:
+    case hipMemRangeAttributeLastPrefetchLocation:
+    case hipMemRangeAttributeCoherencyMode: return request.data_size == sizeof(std::int32_t);
+    case hipMemRangeAttributeAccessedBy: return request.data_size != 0 && request.data_size % sizeof(std::int32_t) == 0;
+  }
+  return false;
+}
+
+void answer(const std::vector<PageState>& states, const RangeQuery& request) {
+  auto* out = static_cast<std::int32_t*>(request.data);
+  switch (request.attribute) {
+    case hipMemRangeAttributeReadMostly:
+      *out =
+          std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }) ? 1 : 0;
+      return;
+    case hipMemRangeAttributePreferredLocation:
+      *out = common(states, hipInvalidDeviceId, [](const PageState& state) { return state.preferred_location; });
+      return;
+    case hipMemRangeAttributeLastPrefetchLocation:
+      *out = common(states, hipInvalidDeviceId, [](const PageState& state) { return state.last_prefetch; });
+      return;
+    case hipMemRangeAttributeCoherencyMode: {
+      const int coarse = common(states, -1, [](const PageState& state) { return state.coarse_grain ? 1 : 0; });
+      *out = coarse < 0 ? hipMemRangeCoherencyModeIndeterminate
+                        : (coarse == 1 ? hipMemRangeCoherencyModeCoarseGrain : hipMemRangeCoherencyModeFineGrain);
+      return;
+    }
+    case hipMemRangeAttributeAccessedBy: {
+      LocationSet everywhere;
+      everywhere.set();
+      for (const PageState& state : states) everywhere &= state.accessed_by;
+      // Devices with the advice over the whole range, host first, then unused slots marked invalid.
+      const std::size_t slots = request.data_size / sizeof(std::int32_t);
+      std::size_t written = 0;
+      for (int location = hipCpuDeviceId; location < kManagedLocations - 1 && written < slots; ++location) {
+        if (everywhere.test(location_index(location))) out[written++] = location;
+      }
+      std::fill(out + written, out + slots, hipInvalidDeviceId);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void ManagedMemory::add(std::uintptr_t base, std::size_t size, unsigned attach_flags) {
@@ -167,50 +215,15 @@ std::vector<PageState> ManagedMemory::states_over(const ManagedAllocation& alloc
   return states;
 }
 
-hipError_t ManagedMemory::query(hipMemRangeAttribute attribute, std::uintptr_t address, std::size_t bytes, void* data,
-                                std::size_t data_size) const {
-  if (data == nullptr || bytes == 0) return hipErrorInvalidValue;
+hipError_t ManagedMemory::query(std::span<const RangeQuery> requests, std::uintptr_t address, std::size_t bytes) const {
+  if (requests.empty() || bytes == 0) return hipErrorInvalidValue;
+  if (!std::all_of(requests.begin(), requests.end(), answerable)) return hipErrorInvalidValue;
   std::lock_guard lock{mutex_};
   const ManagedAllocation* allocation = find(address, bytes);
   if (allocation == nullptr) return hipErrorInvalidValue;
   const std::vector<PageState> states = states_over(*allocation, address, bytes);
-  auto* out = static_cast<std::int32_t*>(data);
-  const auto single = [&](std::int32_t value) {
-    if (data_size != sizeof(std::int32_t)) return hipErrorInvalidValue;
-    *out = value;
-    return hipSuccess;
-  };
-  switch (attribute) {
-    case hipMemRangeAttributeReadMostly:
-      return single(
-          std::all_of(states.begin(), states.end(), [](const PageState& state) { return state.read_mostly; }) ? 1 : 0);
-    case hipMemRangeAttributePreferredLocation:
-      return single(
-          common(states, hipInvalidDeviceId, [](const PageState& state) { return state.preferred_location; }));
-    case hipMemRangeAttributeLastPrefetchLocation:
-      return single(common(states, hipInvalidDeviceId, [](const PageState& state) { return state.last_prefetch; }));
-    case hipMemRangeAttributeCoherencyMode: {
-      const int coarse = common(states, -1, [](const PageState& state) { return state.coarse_grain ? 1 : 0; });
-      return single(coarse < 0
-                        ? hipMemRangeCoherencyModeIndeterminate
-                        : (coarse == 1 ? hipMemRangeCoherencyModeCoarseGrain : hipMemRangeCoherencyModeFineGrain));
-    }
-    case hipMemRangeAttributeAccessedBy: {
-      if (data_size == 0 || data_size % sizeof(std::int32_t) != 0) return hipErrorInvalidValue;
-      LocationSet everywhere;
-      everywhere.set();
-      for (const PageState& state : states) everywhere &= state.accessed_by;
-      // Devices with the advice over the whole range, host first, then unused slots marked invalid.
-      const std::size_t slots = data_size / sizeof(std::int32_t);
-      std::size_t written = 0;
-      for (int location = hipCpuDeviceId; location < kManagedLocations - 1 && written < slots; ++location) {
-        if (everywhere.test(location_index(location))) out[written++] = location;
-      }
-      std::fill(out + written, out + slots, hipInvalidDeviceId);
-      return hipSuccess;
-    }
-  }
-  return hipErrorInvalidValue;
+  for (const RangeQuery& request : requests) answer(states, request);
+  return hipSuccess;
 }
 
 std::size_t ManagedMemory::run_count(std::uintptr_t base) const {

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace hipxx::core {
@@ -47,6 +48,13 @@ struct ManagedSpan {
   std::uint64_t generation = 0;
 };
 
+// One attribute asked of a range, and where its answer goes.
+struct RangeQuery {
+  hipMemRangeAttribute attribute{};
+  void* data = nullptr;
+  std::size_t data_size = 0;
+};
+
 class ManagedMemory {
  public:
   explicit ManagedMemory(std::size_t page_size) : page_(page_size) {}
@@ -64,9 +72,9 @@ class ManagedMemory {
   void set_attach(std::uintptr_t base, unsigned flags, std::uint64_t generation);
   [[nodiscard]] std::optional<unsigned> attach_flags(std::uintptr_t base) const;
 
-  // One attribute over a range, as hipMemRangeGetAttribute defines it.
-  [[nodiscard]] hipError_t query(hipMemRangeAttribute attribute, std::uintptr_t address, std::size_t bytes, void* data,
-                                 std::size_t data_size) const;
+  // Attributes over a range, as hipMemRangeGetAttribute(s) define them: all answered, or, where one
+  // cannot be, none written.
+  [[nodiscard]] hipError_t query(std::span<const RangeQuery> requests, std::uintptr_t address, std::size_t bytes) const;
   [[nodiscard]] std::size_t run_count(std::uintptr_t base) const;
 
  private:

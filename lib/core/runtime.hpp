@@ -109,8 +109,9 @@ class alignas(64) Runtime {
   [[nodiscard]] hipError_t allocate_managed(void** ptr, std::size_t size, unsigned flags);
   [[nodiscard]] hipError_t prefetch(const void* ptr, std::size_t bytes, int device, hipStream_t stream);
   [[nodiscard]] hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device);
-  [[nodiscard]] hipError_t range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute,
-                                           const void* ptr, std::size_t bytes) const;
+  // Every request answered, or none written.
+  [[nodiscard]] hipError_t range_attributes(std::span<const RangeQuery> requests, const void* ptr,
+                                            std::size_t bytes) const;
   [[nodiscard]] hipError_t attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags);
   [[nodiscard]] ManagedMemory& managed() noexcept { return managed_; }
 

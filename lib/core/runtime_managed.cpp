@@ -79,10 +79,9 @@ hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise a
   return managed_.advise(address_of(ptr), bytes, advice, device);
 }
 
-hipError_t Runtime::range_attribute(void* data, std::size_t data_size, hipMemRangeAttribute attribute, const void* ptr,
-                                    std::size_t bytes) const {
+hipError_t Runtime::range_attributes(std::span<const RangeQuery> requests, const void* ptr, std::size_t bytes) const {
   if (ptr == nullptr) return hipErrorInvalidValue;
-  return managed_.query(attribute, address_of(ptr), bytes, data, data_size);
+  return managed_.query(requests, address_of(ptr), bytes);
 }
 
 // Memory the system allocated may be attached where the stream's device uses such memory without
