@@ -433,6 +433,33 @@ TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot 
     REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
     CHECK(hipMemPoolDestroy(pool) == hipSuccess);
   }
+  SUBCASE("100 MiB holds one allocation of up to 100 MiB, though its size class is larger") {
+    constexpr std::size_t kCap = std::size_t{100} << 20;
+    hipMemPool_t pool = capped_pool(kCap);
+    for (const std::size_t bytes : {kCap, kCap - (std::size_t{3} << 20), kCap - 4096}) {
+      CAPTURE(bytes);
+      void* block = pool_alloc(pool, bytes, stream);
+      // The block is the whole pool: nothing else fits beside it, and all of it is in use.
+      refused(pool, 256);
+      CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == kCap);
+      CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == kCap);
+      // All of it is memory: its last page takes a fill.
+      REQUIRE(hipMemsetAsync(block, 0x5a, bytes, stream) == hipSuccess);
+      REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+      const std::vector<unsigned char> tail = read_back(static_cast<unsigned char*>(block) + bytes - 4096, 4096);
+      CHECK(std::all_of(tail.begin(), tail.end(), [](unsigned char byte) { return byte == 0x5a; }));
+      REQUIRE(hipFreeAsync(block, stream) == hipSuccess);
+      CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+    }
+    // Freed, the range serves smaller allocations again.
+    void* small = pool_alloc(pool, std::size_t{40} << 20, stream);
+    void* other = pool_alloc(pool, std::size_t{40} << 20, stream);
+    CHECK(small != other);
+    REQUIRE(hipFreeAsync(small, stream) == hipSuccess);
+    REQUIRE(hipFreeAsync(other, stream) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  }
   SUBCASE("hipMemPoolCreate refuses a maxSize that no range can hold, and leaves the handle alone") {
     for (const std::size_t max_size : {SIZE_MAX, SIZE_MAX - (std::size_t{32} << 20) + 2}) {
       CAPTURE(max_size);
@@ -445,6 +472,57 @@ TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot 
     }
   }
   (void)hipGetLastError();
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+// Blocks freed and kept for reuse belong to their size class; an allocation of another size that
+// finds no room releases those no stream can still touch, rather than failing while the pool holds
+// memory nobody uses.
+TEST_CASE("an allocation that finds no room releases kept blocks of other sizes that no stream still uses") {
+  LeakCheck leaks;
+  hipStream_t stream = make_stream();
+  hipStream_t held = make_stream();
+  constexpr std::size_t kCap = std::size_t{64} << 20;
+  constexpr std::size_t kQuarter = kCap / 4;
+  hipMemPoolProps props = pool_props();
+  props.maxSize = kCap;
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipMemPoolCreate(&pool, &props) == hipSuccess);
+  set_u64(pool, hipMemPoolAttrReleaseThreshold, kKeepAll);
+
+  // Four quarters, freed: the pool keeps them all.
+  std::array<void*, 4> quarters{};
+  for (void*& quarter : quarters) quarter = pool_alloc(pool, kQuarter, stream);
+  for (void* quarter : quarters) REQUIRE(hipFreeAsync(quarter, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == kCap);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
+
+  // Half the pool is no quarter: the kept quarters make way for it.
+  void* half = pool_alloc(pool, kCap / 2, stream);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == kCap / 2);
+
+  // A quarter freed on a held stream may still be in use there: it is not released for the other
+  // half, which waits for room until the stream has passed the free.
+  Gate gate;
+  void* pending = pool_alloc(pool, kQuarter, held);
+  gate.block(held);
+  REQUIRE(hipMemsetAsync(pending, 0x11, kQuarter, held) == hipSuccess);
+  REQUIRE(hipFreeAsync(pending, held) == hipSuccess);
+  void* other_half = &pool;
+  CHECK(hipMallocFromPoolAsync(&other_half, kCap / 2, pool, stream) == hipErrorOutOfMemory);
+  CHECK(other_half == &pool);
+  gate.open();
+  REQUIRE(hipStreamSynchronize(held) == hipSuccess);
+  other_half = pool_alloc(pool, kCap / 2, stream);
+  CHECK(other_half != half);
+  CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == kCap);
+
+  REQUIRE(hipFreeAsync(half, stream) == hipSuccess);
+  REQUIRE(hipFreeAsync(other_half, stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+  CHECK(hipStreamDestroy(held) == hipSuccess);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 

@@ -198,8 +198,7 @@ MemoryPool::~MemoryPool() {
 hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>& stream, PoolGrant* grant) {
   // Never fits, and would overflow the size classes.
   if (bytes > virtual_bytes_) return hipErrorOutOfMemory;
-  const std::size_t class_bytes = pool_class_bytes(bytes);
-  const std::size_t size_class = pool_class_index(class_bytes);
+  const std::size_t size_class = class_of(bytes);
   StreamFreeList& own = free_list_of(stream);
   std::optional<std::uintptr_t> offset = take_newest(own, size_class);
   if (!offset) {
@@ -211,9 +210,19 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
     offset = found;
   }
   live_.mark(*offset, size_class);
-  usage_.add(class_bytes);
+  usage_.add(block_bytes(size_class));
   grant->address = base_ + *offset;
   return hipSuccess;
+}
+
+std::size_t MemoryPool::class_of(std::size_t bytes) const noexcept {
+  const std::size_t class_bytes = pool_class_bytes(bytes);
+  // A pool of maxSize must hold one allocation of that size, which its class may not fit.
+  return class_bytes <= virtual_bytes_ ? pool_class_index(class_bytes) : StreamFreeList::kWholePoolClass;
+}
+
+std::size_t MemoryPool::block_bytes(std::size_t size_class) const noexcept {
+  return size_class == StreamFreeList::kWholePoolClass ? virtual_bytes_ : pool_class_bytes_at(size_class);
 }
 
 StreamFreeList& MemoryPool::free_list_of(const std::shared_ptr<Stream>& stream) {
@@ -257,7 +266,11 @@ hipError_t MemoryPool::allocate_locked(std::size_t size_class, StreamFreeList& o
     return hipSuccess;
   }
   if (take_from_other_streams(size_class, stream, grant, offset)) return hipSuccess;
-  if (const hipError_t error = carve(pool_class_bytes_at(size_class), offset); error != hipSuccess) return error;
+  hipError_t error = carve(block_bytes(size_class), offset);
+  // Free blocks of other sizes kept for reuse may hold the range or the memory this one needs:
+  // those no stream can still touch go, as a trim would let them, and the carve is tried again.
+  if (error == hipErrorOutOfMemory && trim_locked(0)) error = carve(block_bytes(size_class), offset);
+  if (error != hipSuccess) return error;
   live_.prepare(*offset);
   return hipSuccess;
 }
@@ -330,7 +343,7 @@ bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& str
   }
   // Last, and with release: once drained() sees the pool empty, the block is where
   // pending_free_streams() looks.
-  usage_.remove(pool_class_bytes_at(*size_class));
+  usage_.remove(block_bytes(*size_class));
   return true;
 }
 
@@ -423,7 +436,11 @@ void MemoryPool::unmap_chunk(std::size_t chunk) {
 
 void MemoryPool::trim_to(std::size_t keep_bytes) {
   std::lock_guard lock{mutex_};
-  if (reserved_bytes() <= keep_bytes) return;
+  (void)trim_locked(keep_bytes);
+}
+
+bool MemoryPool::trim_locked(std::size_t keep_bytes) {
+  if (reserved_bytes() <= keep_bytes) return false;
   adopt_lists_of_destroyed_streams();
   // Memory whose free its stream has not yet reached may still be in use there: only the rest goes.
   // Taken out of the lists while they are locked, so no allocation can take a block being released.
@@ -452,13 +469,15 @@ void MemoryPool::trim_to(std::size_t keep_bytes) {
   // Highest addresses first, so the pool shrinks from its top and low chunks stay warm.
   std::sort(releasable.begin(), releasable.end(),
             [](const Releasable& left, const Releasable& right) { return left.offset > right.offset; });
+  bool released_any = false;
   for (const Releasable& block : releasable) {
-    const std::size_t bytes = pool_class_bytes_at(block.size_class);
+    const std::size_t bytes = block_bytes(block.size_class);
     const std::size_t reserved = reserved_bytes();
     const std::size_t released = chunks_.last_users_in(ChunkSpan::of(block.offset, bytes, chunk_bytes_));
     // The pool keeps at least `keep_bytes` reserved; what stays goes back where it came from.
     if (reserved > keep_bytes && reserved - released * chunk_bytes_ >= keep_bytes) {
       uncarve(block.offset, bytes);
+      released_any = true;
     } else if (block.list == nullptr) {
       unowned_[block.size_class].push_back(block.offset);
     } else {
@@ -466,6 +485,7 @@ void MemoryPool::trim_to(std::size_t keep_bytes) {
       block.list->by_class[block.size_class].push_back({.offset = block.offset, .point = block.point});
     }
   }
+  return released_any;
 }
 
 void MemoryPool::trim_to_threshold() {
@@ -544,7 +564,7 @@ bool MemoryPool::is_live(std::uintptr_t address) const {
 
 std::size_t MemoryPool::live_bytes(std::uintptr_t address) const {
   const std::optional<std::size_t> size_class = owns(address) ? live_.find(address - base_) : std::nullopt;
-  return size_class ? pool_class_bytes_at(*size_class) : 0;
+  return size_class ? block_bytes(*size_class) : 0;
 }
 
 std::size_t MemoryPool::live_allocations() const {

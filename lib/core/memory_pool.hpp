@@ -106,7 +106,10 @@ struct StreamFreeList {
     std::uintptr_t offset = 0;
     std::uint64_t point = 0;
   };
-  static constexpr std::size_t kClassCount = std::size_t{8} * 64;
+  // Eight classes per power of two (pool_class_bytes), and one more: the whole range of a pool
+  // with a maximum size, for a request that fits in it only as it is, not rounded to its class.
+  static constexpr std::size_t kClassCount = std::size_t{8} * 64 + 1;
+  static constexpr std::size_t kWholePoolClass = kClassCount - 1;
 
   explicit StreamFreeList(const std::shared_ptr<Stream>& stream)
       : serial(stream->serial()), stream(stream.get()), owner(stream), immortal(stream->traits().is_null) {}
@@ -182,6 +185,9 @@ class MemoryPool {
  private:
   static constexpr std::size_t kClassCount = StreamFreeList::kClassCount;
 
+  // A request's size class here, and the bytes of each block of a class.
+  [[nodiscard]] std::size_t class_of(std::size_t bytes) const noexcept;
+  [[nodiscard]] std::size_t block_bytes(std::size_t size_class) const noexcept;
   [[nodiscard]] StreamFreeList& free_list_of(const std::shared_ptr<Stream>& stream);
   [[nodiscard]] StreamFreeList& free_list_locked(const std::shared_ptr<Stream>& stream);
   [[nodiscard]] hipError_t allocate_locked(std::size_t size_class, StreamFreeList& own,
@@ -192,6 +198,8 @@ class MemoryPool {
   [[nodiscard]] bool usable_by(const std::shared_ptr<Stream>& stream, const Stream& freeing, std::uint64_t point) const;
   void adopt_lists_of_destroyed_streams();
   [[nodiscard]] hipError_t carve(std::size_t bytes, std::uintptr_t* offset);
+  // Whether any kept block went back to the pool's free range.
+  [[nodiscard]] bool trim_locked(std::size_t keep_bytes);
   void uncarve(std::uintptr_t offset, std::size_t bytes);
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
