@@ -352,6 +352,24 @@ TEST_CASE("AccessedBy result buffers: size is a multiple of 4; fewer slots keep 
   }
 }
 
+TEST_CASE("an allocation smaller than a page: a range may run to the end of its page, not past it") {
+  stest::LeakCheck leaks;
+  Managed memory{100};
+  advise(memory, 0, kPage, hipMemAdviseSetReadMostly);
+  CHECK(read_mostly(memory, 0, kPage) == 1);
+  CHECK(read_mostly(memory, 0, memory.size) == 1);
+  REQUIRE(hipMemPrefetchAsync(memory.pointer, kPage, 0, nullptr) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(last_prefetch(memory, 0, kPage) == 0);
+  CHECK(hipMemAdvise(memory.pointer, kPage + 1, hipMemAdviseSetCoarseGrain, 0) == hipErrorInvalidValue);
+  CHECK(hipMemPrefetchAsync(memory.pointer, kPage + 1, 0, nullptr) == hipErrorInvalidValue);
+  int value = -1;
+  CHECK(hipMemRangeGetAttribute(&value, sizeof value, hipMemRangeAttributeReadMostly, memory.pointer, kPage + 1) ==
+        hipErrorInvalidValue);
+  CHECK(value == -1);
+  CHECK(coherency(memory, 0, kPage) == hipMemRangeCoherencyModeFineGrain);
+}
+
 TEST_CASE("bad advice: values, devices, pointers and ranges") {
   stest::LeakCheck leaks;
   Managed memory{4 * kPage};

@@ -23,13 +23,14 @@ Value common(const std::vector<PageState>& states, Value mixed, Read read) {
 }
 
 // The allocation holding all of [address, address + bytes), or null: one body for both find()s.
+// An allocation holds the whole of its last page: HIP rounds a range's end up to a page.
 template <class Allocations>
-auto containing(Allocations& allocations, std::uintptr_t address, std::size_t bytes)
+auto containing(Allocations& allocations, std::uintptr_t address, std::size_t bytes, std::size_t page)
     -> decltype(&allocations.begin()->second) {
   auto after = allocations.upper_bound(address);
   if (after == allocations.begin()) return nullptr;
   auto& candidate = std::prev(after)->second;
-  const std::uintptr_t end = candidate.base + candidate.size;
+  const std::uintptr_t end = candidate.base + (candidate.size + page - 1) / page * page;
   return address < end && bytes <= end - address ? &candidate : nullptr;
 }
 
@@ -97,11 +98,11 @@ void ManagedMemory::remove(std::uintptr_t base) {
 }
 
 ManagedAllocation* ManagedMemory::find(std::uintptr_t address, std::size_t bytes) {
-  return containing(allocations_, address, bytes);
+  return containing(allocations_, address, bytes, page_);
 }
 
 const ManagedAllocation* ManagedMemory::find(std::uintptr_t address, std::size_t bytes) const {
-  return containing(allocations_, address, bytes);
+  return containing(allocations_, address, bytes, page_);
 }
 
 bool ManagedMemory::covers(std::uintptr_t address, std::size_t bytes) const {

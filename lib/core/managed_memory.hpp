@@ -6,6 +6,7 @@
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,11 @@ struct ManagedSpan {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   std::uint64_t generation = 0;
+
+  // Of `bytes` from `address`, those inside the allocation: a range may end anywhere in its last page.
+  [[nodiscard]] std::size_t bytes_from(std::uintptr_t address, std::size_t bytes) const noexcept {
+    return std::min(bytes, base + size - address);
+  }
 };
 
 // One attribute asked of a range, and where its answer goes.
@@ -61,7 +67,7 @@ class ManagedMemory {
 
   void add(std::uintptr_t base, std::size_t size, unsigned attach_flags);
   void remove(std::uintptr_t base);
-  // Whether [address, address + bytes) lies inside one managed allocation.
+  // Whether [address, address + bytes) lies inside one managed allocation (its last page all of it).
   [[nodiscard]] bool covers(std::uintptr_t address, std::size_t bytes) const;
   // The allocation holding [address, address + bytes), if one does.
   [[nodiscard]] std::optional<ManagedSpan> allocation_holding(std::uintptr_t address, std::size_t bytes) const;

@@ -33,6 +33,7 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
   const std::optional<ManagedSpan> allocation = managed_.allocation_holding(address_of(ptr), bytes);
   if (!allocation) return hipErrorInvalidValue;
   const std::uint64_t generation = allocation->generation;
+  bytes = allocation->bytes_from(address_of(ptr), bytes);
   // The move happens in stream order, and the range remembers it only once it has happened.
   if (target->queue() == nullptr) {
     streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
@@ -58,7 +59,9 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
 }
 
 hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) {
-  if (ptr == nullptr || bytes == 0 || !managed_.covers(address_of(ptr), bytes)) return hipErrorInvalidValue;
+  if (ptr == nullptr || bytes == 0) return hipErrorInvalidValue;
+  const std::optional<ManagedSpan> allocation = managed_.allocation_holding(address_of(ptr), bytes);
+  if (!allocation) return hipErrorInvalidValue;
   // Read-mostly and coarse-grain advice name no location; the others need a device or the host.
   const bool names_location = advice != hipMemAdviseSetReadMostly && advice != hipMemAdviseUnsetReadMostly &&
                               advice != hipMemAdviseSetCoarseGrain && advice != hipMemAdviseUnsetCoarseGrain;
@@ -75,7 +78,10 @@ hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise a
     case hipMemAdviseUnsetCoarseGrain: break;
     default: return hipErrorInvalidValue;
   }
-  if (const hipError_t error = backend_->advise(ptr, bytes, advice, device); error != hipSuccess) return error;
+  if (const hipError_t error = backend_->advise(ptr, allocation->bytes_from(address_of(ptr), bytes), advice, device);
+      error != hipSuccess) {
+    return error;
+  }
   return managed_.advise(address_of(ptr), bytes, advice, device);
 }
 
