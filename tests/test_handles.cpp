@@ -649,6 +649,39 @@ TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload"
   CHECK(open_fd_count() == fds_before);
 }
 
+TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of the wrong size is refused whole") {
+  auto const fds_before = open_fd_count();
+  for (int const type : {SOCK_DGRAM, SOCK_SEQPACKET}) {
+    CAPTURE(type);
+    std::array<int, 2> ends{};
+    REQUIRE(::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, ends.data()) == 0);
+    FileDescriptor left{ends[0]};
+    FileDescriptor right{ends[1]};
+    std::array<int, 2> pipe_ends{};
+    REQUIRE(::pipe2(pipe_ends.data(), O_CLOEXEC) == 0);
+    FileDescriptor pipe_read{pipe_ends[0]};
+    FileDescriptor pipe_write{pipe_ends[1]};
+
+    // Shorter than the payload asked for: refused, and the message after it arrives intact.
+    REQUIRE(send_fd(left, pipe_write, std::uint32_t{0x11111111}));
+    REQUIRE(send_fd(left, pipe_read, std::uint64_t{0x2222222222222222}));
+    CHECK(recv_fd<std::uint64_t>(right).error() == std::errc::message_size);
+    auto next = recv_fd<std::uint64_t>(right);
+    REQUIRE(next);
+    CHECK(next.value().payload == 0x2222222222222222);
+    CHECK(static_cast<bool>(next.value().fd));
+
+    // Longer than the payload asked for: refused too.
+    REQUIRE(send_fd(left, pipe_write, std::uint64_t{3}));
+    CHECK(recv_fd<std::uint32_t>(right).error() == std::errc::message_size);
+
+    // A message of the right size goes through.
+    REQUIRE(send_fd(left, pipe_write, std::uint64_t{4}));
+    CHECK(recv_fd<std::uint64_t>(right).value().payload == 4);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
 TEST_CASE("fd passing across fork(): data written through one mapping is seen through another" * doctest::test_suite("fork-child")) {
   std::size_t const bytes = 8 * page_granularity();
   auto const first = pattern(bytes, 7);

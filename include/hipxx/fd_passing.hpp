@@ -3,7 +3,8 @@
 // to the importer without its size, and sending both at once means they cannot be paired up wrongly.
 //
 // Works on stream, datagram and seqpacket sockets. Interrupted calls are restarted; a stream that
-// delivers the payload in pieces is read to the end.
+// delivers the payload in pieces is read to the end, while a datagram or seqpacket message shorter
+// or longer than the payload is refused (std::errc::message_size): the two sides disagree on it.
 #pragma once
 
 #include <hipxx/detail/scm_rights.hpp>
@@ -39,6 +40,13 @@ namespace detail {
     bytes = bytes.subspan(static_cast<std::size_t>(sent));
   }
   return outcome::success();
+}
+
+// Only a stream delivers one message in pieces; datagram and seqpacket sockets deliver it whole.
+[[nodiscard]] inline bool is_stream_socket(int socket) noexcept {
+  int type = 0;
+  socklen_t length = sizeof type;
+  return ::getsockopt(socket, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type == SOCK_STREAM;
 }
 
 [[nodiscard]] inline result<void> recv_rest(int socket, std::span<std::byte> bytes) noexcept {
@@ -127,6 +135,10 @@ namespace detail {
   }
   if (!received) {
     return failure(std::errc::bad_message);
+  }
+  if (static_cast<std::size_t>(got) < payload.size() && !is_stream_socket(socket)) {
+    // A whole message shorter than the payload: reading on would take the next message's bytes.
+    return failure(std::errc::message_size);
   }
   if (auto rest = recv_rest(socket, payload.subspan(static_cast<std::size_t>(got))); !rest) {
     return rest.as_failure();
