@@ -110,10 +110,18 @@ Headroom headroom() {
 template <class A>
 concept can_copy_out_whole = requires(A const& array) { array.to_vector(); };
 
+template <class T>
+concept can_hold = requires {
+  typename hipxx::GrowableArray<T>;
+};
+
 }  // namespace
 
 static_assert(!std::is_copy_constructible_v<Array> && !std::is_copy_assignable_v<Array>);
 static_assert(std::is_nothrow_move_constructible_v<Array> && std::is_nothrow_move_assignable_v<Array>);
+// Elements are written in place: a const or volatile element type would be written all the same.
+static_assert(can_hold<int> && can_hold<std::array<char, 3>>);
+static_assert(!can_hold<int const> && !can_hold<int volatile> && !can_hold<std::string>);
 
 TEST_CASE("create reserves address space only") {
   auto const before = books();

@@ -11,6 +11,7 @@
 #include <hipxx/access.hpp>
 #include <hipxx/detail/address.hpp>
 #include <hipxx/device.hpp>
+#include <hipxx/device_storable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/mapping.hpp>
 #include <hipxx/physical_allocation.hpp>
@@ -30,7 +31,7 @@
 namespace hipxx {
 
 template <class T>
-requires std::is_trivially_copyable_v<T>  // elements move as bytes, by hipMemcpy
+requires device_storable<T>  // elements move as bytes, by hipMemcpy, and are written in place
 class GrowableArray {
  public:
   using value_type = T;
