@@ -29,6 +29,7 @@ using hipxx::backend::AccessGrant;
 using hipxx::backend::Backend;
 using hipxx::backend::DeviceProperties;
 using hipxx::backend::DirectMap;
+using hipxx::backend::ImportedAllocation;
 using hipxx::backend::PhysicalHandle;
 using hipxx::core::Runtime;
 using test_support::open_fd_count;
@@ -91,9 +92,9 @@ class FaultyBackend final : public Backend {
     if (const auto error = injected(Call::export_fd)) return *error;
     return inner_->export_fd(handle, fd);
   }
-  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+  hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
     if (const auto error = injected(Call::import_fd)) return *error;
-    return counted(inner_->import_fd(fd, out, size), physical_, +1);
+    return counted(inner_->import_fd(fd, out, facts), physical_, +1);
   }
   hipError_t map(void* va, std::size_t size, PhysicalHandle handle) override {
     ++map_calls_;

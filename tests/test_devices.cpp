@@ -559,7 +559,8 @@ TEST_CASE("device ordinals beyond the count are refused everywhere" * doctest::t
   CHECK(granularity == 0);
 }
 
-TEST_CASE("allocations remember their device; imports take the current one" * doctest::test_suite("devices-3")) {
+TEST_CASE("allocations remember their device, imported ones too, whichever device imports them" *
+          doctest::test_suite("devices-3")) {
   require_devices(3);
   LeakCheck leaks;
   DeviceGuard restore;
@@ -585,8 +586,10 @@ TEST_CASE("allocations remember their device; imports take the current one" * do
     REQUIRE(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
                                             hipMemHandleTypePosixFileDescriptor) == hipSuccess);
     close(fd);
+    back = {};
     REQUIRE(hipMemGetAllocationPropertiesFromHandle(&back, imported) == hipSuccess);
-    CHECK(back.location.id == importer);
+    CHECK(back.location.type == hipMemLocationTypeDevice);
+    CHECK(back.location.id == device);
     CHECK(hipMemRelease(imported) == hipSuccess);
     CHECK(hipMemRelease(handle) == hipSuccess);
   }

@@ -26,6 +26,12 @@ struct PhysicalHandle {
   int kept_fd = -1;
 };
 
+// What an imported fd tells of its allocation.
+struct ImportedAllocation {
+  std::size_t size = 0;  // 0: the backend cannot know it before the first map
+  int device = -1;  // the device whose memory it is; -1: the backend cannot tell
+};
+
 struct DeviceProperties {
   std::string name;
   std::size_t minimum_granularity = 0;
@@ -221,8 +227,8 @@ class Backend {
   [[nodiscard]] virtual hipError_t release_physical(PhysicalHandle handle) = 0;
   // The caller owns the returned fd.
   [[nodiscard]] virtual hipError_t export_fd(PhysicalHandle handle, int* fd) = 0;
-  // Does not take ownership of `fd`. Reports the allocation's size, or 0 where the backend cannot know.
-  [[nodiscard]] virtual hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) = 0;
+  // Does not take ownership of `fd`. Reports what the backend can tell of the allocation.
+  [[nodiscard]] virtual hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) = 0;
 
   // One whole physical allocation into part of one reservation; no access until set_access.
   [[nodiscard]] virtual hipError_t map(void* va, std::size_t size, PhysicalHandle handle) = 0;

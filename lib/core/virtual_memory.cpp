@@ -309,16 +309,18 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   // The backend checks and copies the descriptor (four system calls on the host backend) before the
   // books are locked: nothing there reads or changes the books, and a refusal leaves them untouched.
   backend::PhysicalHandle physical;
-  std::size_t size = 0;
-  if (const hipError_t error = backend_->import_fd(static_cast<int>(fd_bits), &physical, &size); error != hipSuccess) {
+  backend::ImportedAllocation facts;
+  if (const hipError_t error = backend_->import_fd(static_cast<int>(fd_bits), &physical, &facts); error != hipSuccess) {
     return error;
   }
   std::unique_lock lock{mutex_};
   hipMemAllocationProp properties{};
   properties.type = hipMemAllocationTypePinned;
   properties.requestedHandleType = type;
-  properties.location = {.type = hipMemLocationTypeDevice, .id = device};
-  *handle = book_allocation_locked(physical, size, properties);
+  // The device whose memory it is, where the backend can tell; else the device importing it.
+  const bool known = facts.device >= 0 && facts.device < device_count_;
+  properties.location = {.type = hipMemLocationTypeDevice, .id = known ? facts.device : device};
+  *handle = book_allocation_locked(physical, facts.size, properties);
   return hipSuccess;
 }
 

@@ -71,6 +71,8 @@ HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_vmem_export_shareable_handle(int* dma
                                                                         std::uint64_t flags);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_vmem_import_shareable_handle(int dmabuf_fd,
                                                                         hsa_amd_vmem_alloc_handle_t* handle);
+HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_vmem_get_alloc_properties_from_handle(
+    hsa_amd_vmem_alloc_handle_t memory_handle, hsa_amd_memory_pool_t* pool, hsa_amd_memory_type_t* type);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_ipc_memory_create(void* ptr, std::size_t len, hsa_amd_ipc_memory_t* handle);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t* handle, std::size_t len,
                                                              std::uint32_t num_agents,

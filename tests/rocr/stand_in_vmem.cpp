@@ -329,6 +329,19 @@ hsa_status_t hsa_amd_vmem_export_shareable_handle(int* dmabuf_fd, hsa_amd_vmem_a
   return HSA_STATUS_SUCCESS;
 }
 
+hsa_status_t hsa_amd_vmem_get_alloc_properties_from_handle(hsa_amd_vmem_alloc_handle_t memory_handle,
+                                                           hsa_amd_memory_pool_t* pool, hsa_amd_memory_type_t* type) {
+  const auto lock = lock_open();
+  if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  State& s = state();
+  if (pool == nullptr || type == nullptr) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  const VmemHandle* const handle = live_handle(s, memory_handle);
+  if (handle == nullptr) return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+  pool->handle = kPoolTag + handle->pool;
+  *type = handle->type;
+  return HSA_STATUS_SUCCESS;
+}
+
 hsa_status_t hsa_amd_vmem_import_shareable_handle(int dmabuf_fd, hsa_amd_vmem_alloc_handle_t* handle) {
   const auto lock = lock_open();
   if (!lock) return HSA_STATUS_ERROR_NOT_INITIALIZED;

@@ -264,7 +264,7 @@ class CudaBackend final : public Backend {
     return hipSuccess;
   }
 
-  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+  hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     // The copy the handle keeps is made first and is what the driver reads: the driver takes the fd
     // inside a pointer and refuses a null one, which is what descriptor 0 is (the copy is never 0).
@@ -282,7 +282,8 @@ class CudaBackend final : public Backend {
       return result == cuda::CUDA_ERROR_OUT_OF_MEMORY ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
     *out = PhysicalHandle{.value = handle, .kept_fd = kept};
-    *size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
+    facts->size = 0;  // the driver has no query for an allocation's size; the books learn it at the first map
+    facts->device = device_of_allocation(handle);
     return hipSuccess;
   }
 
@@ -643,6 +644,19 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] CUdevice handle_of(int device) const noexcept {
     return handles_[static_cast<std::size_t>(device)].device;
+  }
+
+  // The ordinal of the device whose memory an allocation is, or -1 where the driver does not say.
+  [[nodiscard]] int device_of_allocation(CUmemGenericAllocationHandle handle) const noexcept {
+    cuda::CUmemAllocationProp properties{};
+    if (api_.cuMemGetAllocationPropertiesFromHandle(&properties, handle) != cuda::CUDA_SUCCESS ||
+        properties.location.type != cuda::CU_MEM_LOCATION_TYPE_DEVICE) {
+      return -1;
+    }
+    for (int device = 0; device < device_count(); ++device) {
+      if (handle_of(device) == properties.location.id) return device;
+    }
+    return -1;
   }
 
   [[nodiscard]] std::vector<CUmemAccess_flags> no_access() const {

@@ -171,6 +171,8 @@ static_assert(sizeof(CUipcMemHandle) == 64);
                                                CUmemAllocationHandleType type, unsigned long long flags))              \
   X(cuMemImportFromShareableHandle,                                                                                    \
     CUresult (*)(CUmemGenericAllocationHandle * handle, void* os_handle, CUmemAllocationHandleType type))              \
+  X(cuMemGetAllocationPropertiesFromHandle,                                                                            \
+    CUresult (*)(CUmemAllocationProp * properties, CUmemGenericAllocationHandle handle))                               \
   X(cuMemGetAllocationGranularity, CUresult (*)(std::size_t * granularity, const CUmemAllocationProp* properties,      \
                                                 CUmemAllocationGranularity_flags option))                              \
   X(cuMemAllocManaged, CUresult (*)(CUdeviceptr * ptr, std::size_t bytes, unsigned int flags))                         \

@@ -179,8 +179,8 @@ class HostBackend final : public Backend {
     return munmap(va, size) == 0 ? hipSuccess : from_errno(errno);
   }
 
-  hipError_t create_physical(int /*device*/, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
-    const int fd = host::create_memfd("hipxx-physical", MFD_CLOEXEC);
+  hipError_t create_physical(int device, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
+    const int fd = host::create_memfd(host::physical_memfd_name(device).data(), MFD_CLOEXEC);
     if (fd < 0) return from_errno(errno);
     void* parked = nullptr;
     if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
@@ -207,7 +207,7 @@ class HostBackend final : public Backend {
     return hipSuccess;
   }
 
-  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+  hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
     struct stat status;  // NOLINT(cppcoreguidelines-pro-type-member-init): fstat fills it or fails
     if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size <= 0 ||
         static_cast<std::size_t>(status.st_size) % page_size() != 0) {
@@ -223,7 +223,8 @@ class HostBackend final : public Backend {
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) return from_errno(errno);
     out->value = static_cast<std::uint64_t>(copy);
-    *size = static_cast<std::size_t>(status.st_size);
+    facts->size = static_cast<std::size_t>(status.st_size);
+    facts->device = host::memfd_device(fd);
     return hipSuccess;
   }
 

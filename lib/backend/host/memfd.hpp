@@ -5,11 +5,20 @@
 // leaves the limit alone: an allocation past it is then refused as out of memory.
 #pragma once
 
+#include <array>
+
 namespace hipxx::backend::host {
 
 // memfd_create(name, flags), retried once after raising the soft limit on open descriptors where the
 // first try fails with EMFILE (unless HIPXX_HOST_RAISE_NOFILE=0, read at that moment). Returns the
 // descriptor, or -1 with errno set.
 [[nodiscard]] int create_memfd(const char* name, unsigned flags) noexcept;
+
+// The name of a device's physical allocation. The device travels with the descriptor in it, so an
+// importer, in this process or another, can tell whose memory it is.
+using MemfdName = std::array<char, 32>;
+[[nodiscard]] MemfdName physical_memfd_name(int device) noexcept;
+// The device a physical allocation's descriptor names, or -1 where it names none.
+[[nodiscard]] int memfd_device(int fd) noexcept;
 
 }  // namespace hipxx::backend::host

@@ -239,9 +239,12 @@ using hsa_pool_callback = hsa_status_t (*)(hsa_amd_memory_pool_t pool, void* dat
 #define HIPXX_ROCR_OPTIONAL_ENTRY_POINTS(X)                                                                  \
   X(hsa_amd_vmem_address_reserve_align, hsa_status_t (*)(void** va, std::size_t size, std::uint64_t address, \
                                                          std::uint64_t alignment, std::uint64_t flags))      \
-  X(hsa_amd_signal_async_handler, hsa_status_t (*)(hsa_signal_t signal, hsa_signal_condition_t cond,         \
-                                                   hsa_signal_value_t value, hsa_amd_signal_handler handler, \
-                                                   void* arg))
+  X(hsa_amd_signal_async_handler,                                                                            \
+    hsa_status_t (*)(hsa_signal_t signal, hsa_signal_condition_t cond, hsa_signal_value_t value,             \
+                     hsa_amd_signal_handler handler, void* arg))                                             \
+  X(hsa_amd_vmem_get_alloc_properties_from_handle,                                                           \
+    hsa_status_t (*)(hsa_amd_vmem_alloc_handle_t memory_handle, hsa_amd_memory_pool_t * pool,                \
+                     hsa_amd_memory_type_t * type))
 
 // One function pointer per entry point, named as the symbol.
 struct RuntimeApi {

@@ -273,8 +273,20 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
+  // The ordinal of the GPU whose pool an allocation came from, or -1 where ROCr does not say.
+  [[nodiscard]] int device_of_allocation(hsa_amd_vmem_alloc_handle_t handle) const noexcept {
+    if (api_.hsa_amd_vmem_get_alloc_properties_from_handle == nullptr) return -1;
+    hsa_amd_memory_pool_t pool{};
+    rocr::hsa_amd_memory_type_t type{};
+    if (api_.hsa_amd_vmem_get_alloc_properties_from_handle(handle, &pool, &type) != rocr::HSA_STATUS_SUCCESS) return -1;
+    for (std::size_t device = 0; device < gpus_.size(); ++device) {
+      if (gpus_[device].pool.handle == pool.handle) return static_cast<int>(device);
+    }
+    return -1;
+  }
+
   // A dmabuf's size is the file's; where fstat does not give it, the books learn it at the first map.
-  hipError_t import_fd(int fd, PhysicalHandle* out, std::size_t* size) override {
+  hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
     hsa_amd_vmem_alloc_handle_t handle{};
     if (const hsa_status_t status = api_.hsa_amd_vmem_import_shareable_handle(fd, &handle);
         status != rocr::HSA_STATUS_SUCCESS) {
@@ -282,7 +294,8 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
     struct stat status {};
-    *size = fstat(fd, &status) == 0 && status.st_size > 0 ? static_cast<std::size_t>(status.st_size) : 0;
+    facts->size = fstat(fd, &status) == 0 && status.st_size > 0 ? static_cast<std::size_t>(status.st_size) : 0;
+    facts->device = device_of_allocation(handle);
     out->value = handle.handle;
     return hipSuccess;
   }
