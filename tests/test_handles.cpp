@@ -598,6 +598,26 @@ TEST_CASE("FileDescriptor: owns, duplicates, releases") {
   CHECK(open_fd_count() == fds_before);
 }
 
+namespace {
+
+// Two connected sockets of `type` to pass descriptors over, and a pipe whose ends to pass.
+struct SocketsAndPipe {
+  FileDescriptor left;
+  FileDescriptor right;
+  FileDescriptor pipe_read;
+  FileDescriptor pipe_write;
+};
+
+SocketsAndPipe sockets_and_pipe(int type) {
+  std::array<int, 2> ends{};
+  REQUIRE(::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, ends.data()) == 0);
+  std::array<int, 2> pipe_ends{};
+  REQUIRE(::pipe2(pipe_ends.data(), O_CLOEXEC) == 0);
+  return {FileDescriptor{ends[0]}, FileDescriptor{ends[1]}, FileDescriptor{pipe_ends[0]}, FileDescriptor{pipe_ends[1]}};
+}
+
+}  // namespace
+
 TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload") {
   struct Offer {
     std::uint64_t size;
@@ -605,15 +625,7 @@ TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload"
   };
   auto const fds_before = open_fd_count();
   {
-    std::array<int, 2> ends{};
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) == 0);
-    FileDescriptor left{ends[0]};
-    FileDescriptor right{ends[1]};
-
-    std::array<int, 2> pipe_ends{};
-    REQUIRE(::pipe2(pipe_ends.data(), O_CLOEXEC) == 0);
-    FileDescriptor pipe_read{pipe_ends[0]};
-    FileDescriptor pipe_write{pipe_ends[1]};
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(SOCK_STREAM);
 
     REQUIRE(send_fd(left, pipe_write, Offer{.size = 123456789, .tag = 42}));
     auto received = recv_fd<Offer>(right).value();
@@ -653,14 +665,7 @@ TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of t
   auto const fds_before = open_fd_count();
   for (int const type : {SOCK_DGRAM, SOCK_SEQPACKET}) {
     CAPTURE(type);
-    std::array<int, 2> ends{};
-    REQUIRE(::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, ends.data()) == 0);
-    FileDescriptor left{ends[0]};
-    FileDescriptor right{ends[1]};
-    std::array<int, 2> pipe_ends{};
-    REQUIRE(::pipe2(pipe_ends.data(), O_CLOEXEC) == 0);
-    FileDescriptor pipe_read{pipe_ends[0]};
-    FileDescriptor pipe_write{pipe_ends[1]};
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(type);
 
     // Shorter than the payload asked for: refused, and the message after it arrives intact.
     REQUIRE(send_fd(left, pipe_write, std::uint32_t{0x11111111}));

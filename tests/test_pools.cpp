@@ -433,27 +433,28 @@ TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot 
     REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
     CHECK(hipMemPoolDestroy(pool) == hipSuccess);
   }
-  SUBCASE("100 MiB holds one allocation of up to 100 MiB, though its size class is larger") {
-    constexpr std::size_t kCap = std::size_t{100} << 20;
+  SUBCASE("50 MiB holds one allocation of up to 50 MiB, though its size class (52 MiB) is larger") {
+    constexpr std::size_t kCap = std::size_t{50} << 20;
     hipMemPool_t pool = capped_pool(kCap);
-    for (const std::size_t bytes : {kCap, kCap - (std::size_t{3} << 20), kCap - 4096}) {
+    for (const std::size_t bytes : {kCap, kCap - (std::size_t{1} << 20), kCap - 4096}) {
       CAPTURE(bytes);
       void* block = pool_alloc(pool, bytes, stream);
       // The block is the whole pool: nothing else fits beside it, and all of it is in use.
       refused(pool, 256);
       CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == kCap);
       CHECK(get_u64(pool, hipMemPoolAttrReservedMemCurrent) == kCap);
-      // All of it is memory: its last page takes a fill.
-      REQUIRE(hipMemsetAsync(block, 0x5a, bytes, stream) == hipSuccess);
+      // Its last page is memory too.
+      unsigned char* const last_page = static_cast<unsigned char*>(block) + bytes - 4096;
+      REQUIRE(hipMemsetAsync(last_page, 0x5a, 4096, stream) == hipSuccess);
       REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
-      const std::vector<unsigned char> tail = read_back(static_cast<unsigned char*>(block) + bytes - 4096, 4096);
+      const std::vector<unsigned char> tail = read_back(last_page, 4096);
       CHECK(std::all_of(tail.begin(), tail.end(), [](unsigned char byte) { return byte == 0x5a; }));
       REQUIRE(hipFreeAsync(block, stream) == hipSuccess);
       CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
     }
     // Freed, the range serves smaller allocations again.
-    void* small = pool_alloc(pool, std::size_t{40} << 20, stream);
-    void* other = pool_alloc(pool, std::size_t{40} << 20, stream);
+    void* small = pool_alloc(pool, std::size_t{20} << 20, stream);
+    void* other = pool_alloc(pool, std::size_t{20} << 20, stream);
     CHECK(small != other);
     REQUIRE(hipFreeAsync(small, stream) == hipSuccess);
     REQUIRE(hipFreeAsync(other, stream) == hipSuccess);
