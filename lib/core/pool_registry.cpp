@@ -7,8 +7,6 @@
 namespace hipxx::core {
 namespace {
 
-std::uintptr_t id_of(hipMemPool_t pool) noexcept { return reinterpret_cast<std::uintptr_t>(pool); }
-
 hipError_t check_properties(const Runtime& runtime, const hipMemPoolProps& properties) {
   if (properties.allocType != hipMemAllocationTypePinned || properties.location.type != hipMemLocationTypeDevice ||
       !runtime.valid_device(properties.location.id)) {

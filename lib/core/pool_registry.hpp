@@ -16,6 +16,9 @@
 
 namespace hipxx::core {
 
+// A pool handle as the number the registry files it under.
+[[nodiscard]] inline std::uintptr_t id_of(hipMemPool_t pool) noexcept { return reinterpret_cast<std::uintptr_t>(pool); }
+
 class PoolRegistry {
  public:
   explicit PoolRegistry(Runtime& runtime, int device_count);

@@ -24,8 +24,6 @@ hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
   }
 }
 
-std::uintptr_t id_of(hipMemPool_t pool) noexcept { return reinterpret_cast<std::uintptr_t>(pool); }
-
 }  // namespace
 
 PoolSharing::PoolSharing(Runtime& runtime) noexcept : runtime_(runtime) {}
