@@ -16,8 +16,8 @@ namespace hipxx::backend::host {
 
 // Whether `bytes` more could be committed now. Committing shmem past what the machine has does not
 // fail: the kernel's out-of-memory killer ends this process, or another, instead. A GPU refuses
-// what it lacks, so the host backend refuses it too. The free pages (one system call) answer for
-// most requests; /proc/meminfo is read only for those larger.
+// what it lacks, so the host backend refuses it too. The free pages (one system call, its answer
+// reused for 50 ms) answer for most requests; /proc/meminfo is read only for those larger.
 [[nodiscard]] bool could_commit(std::size_t bytes) noexcept;
 
 }  // namespace hipxx::backend::host
