@@ -236,7 +236,9 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
     if (!target) return hipErrorInvalidHandle;
     runtime.streams().synchronize(*target);
     runtime.after_synchronize(*target);
-    return hipSuccess;
+    // Work of the stream that failed where it ran (on the device, or on the stream's thread) is
+    // reported here, as HIP reports errors of earlier asynchronous work at a synchronize.
+    return target->status();
   });
 }
 

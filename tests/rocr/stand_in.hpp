@@ -183,6 +183,7 @@ struct Job {
   std::vector<std::shared_ptr<DeviceMemory>> memory;  // device views the work reaches through
   std::function<void()> work;  // runs without the lock
   std::function<void()> finish;  // runs under the lock, after work; may be empty
+  bool fails = false;  // the engine fails it: no work, and the completion signal goes below zero
 };
 
 // One hsa_amd_signal_async_handler registration: function(value, arg) once `signal` meets `condition`
@@ -224,6 +225,7 @@ struct State {
   std::map<std::uint64_t, std::shared_ptr<Signal>> signals;
   std::deque<Job> jobs;
   std::uint64_t next_id = 1;
+  unsigned copies_to_fail = 0;  // hsa_stand_in_fail_copies: the next copies that fail on the engine
   bool worker_running = false;
   bool worker_stop = false;
   int worker_pid = 0;

@@ -331,11 +331,21 @@ hsa_status_t hsa_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, const v
   job.busy.insert(job.busy.end(), from.busy.begin(), from.busy.end());
   job.memory = std::move(to.memory);
   job.memory.insert(job.memory.end(), from.memory.begin(), from.memory.end());
-  job.work = [to_pieces = std::move(to.pieces), from_pieces = std::move(from.pieces)] {
-    copy_pieces(to_pieces, from_pieces);
-  };
+  if (s.copies_to_fail > 0) {
+    --s.copies_to_fail;
+    job.fails = true;
+  } else {
+    job.work = [to_pieces = std::move(to.pieces), from_pieces = std::move(from.pieces)] {
+      copy_pieces(to_pieces, from_pieces);
+    };
+  }
   enqueue(s, std::move(job));
   return HSA_STATUS_SUCCESS;
+}
+
+void hsa_stand_in_fail_copies(unsigned count) {
+  const auto lock = lock_open();
+  if (lock) state().copies_to_fail = count;
 }
 
 hsa_status_t hsa_amd_memory_fill(void* ptr, std::uint32_t value, std::size_t count) {

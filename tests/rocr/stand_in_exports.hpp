@@ -31,6 +31,10 @@ HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_p
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_pool_free(void* ptr);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_agents_allow_access(std::uint32_t num_agents, const hsa_agent_t* agents,
                                                                const std::uint32_t* flags, const void* ptr);
+// The stand-in's own, for tests: the next `count` copies that hsa_amd_memory_async_copy accepts fail
+// on the engine (nothing is copied; the completion signal goes to -1), as a copy that faults on a GPU
+// does. Only while the runtime is open.
+HIPXX_STAND_IN_EXPORT void hsa_stand_in_fail_copies(unsigned count);
 HIPXX_STAND_IN_EXPORT hsa_status_t hsa_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, const void* src,
                                                              hsa_agent_t src_agent, std::size_t size,
                                                              std::uint32_t num_dep_signals,

@@ -97,7 +97,9 @@ void release_counts(Job& job) {
 void finish(State& s, Job& job) {
   if (job.finish) job.finish();
   release_counts(job);
-  if (job.completion) --job.completion->value;
+  // As ROCr reports work that failed on the device: its completion signal below zero, for good (work
+  // that depends on it waits for zero).
+  if (job.completion) job.completion->value = job.fails ? -1 : job.completion->value - 1;
   s.changed.notify_all();
 }
 

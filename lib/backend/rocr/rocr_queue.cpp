@@ -299,9 +299,11 @@ class RocrQueue final : public Queue {
     return handles;
   }
 
+  // HSA lets a wait return before its condition holds, so it is asked again until it does.
   void wait_for(hsa_signal_t signal) const noexcept {
-    (void)api_.hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
-                                         HSA_WAIT_STATE_BLOCKED);
+    while (api_.hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
+                                          HSA_WAIT_STATE_BLOCKED) >= 1) {
+    }
   }
 
   void raise_progress(std::uint64_t sequence) const noexcept {
@@ -357,7 +359,9 @@ class RocrQueue final : public Queue {
   }
 
   // Drops the steps that are over, front first, taking their marks and any failure they report
-  // (ROCr lowers a signal below zero where the work failed).
+  // (ROCr lowers a signal below zero where the work failed). Work queued after a failed step waits
+  // for its signal to reach zero, which ROCr never lets it do: the failure is kept here, for the
+  // next synchronize to report, and the signal is set to zero so that the queue drains.
   void retire_locked() const noexcept {
     while (!steps_.empty()) {
       const Step& front = steps_.front();
@@ -365,7 +369,10 @@ class RocrQueue final : public Queue {
       for (const SignalRef& signal : front.done) {
         const hsa_signal_value_t value = api_.hsa_signal_load_scacquire(signal->get());
         if (value > 0) return;
-        failed = failed || value < 0;
+        if (value < 0) {
+          failed = true;
+          api_.hsa_signal_store_screlease(signal->get(), 0);
+        }
       }
       if (failed) fault_.store(hipErrorIllegalAddress, std::memory_order_release);
       const std::uint64_t mark = front.mark;

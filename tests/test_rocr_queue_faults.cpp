@@ -1,0 +1,81 @@
+// The ROCr backend's device queues when work fails on the device: ROCr lowers the failed work's
+// completion signal below zero, and work queued after it waits for that signal to reach zero, which
+// it never does. Over the stand-in libhsa-runtime64 (tests/rocr), whose hsa_stand_in_fail_copies
+// makes copies fail on its engines as a faulting copy does on a GPU. The test chooses the ROCr
+// backend itself (HIPXX_ROCR_LIBRARY names the stand-in), so it runs so wherever it is started.
+// tests/meson.build slows the stand-in's copies (HIPXX_STAND_IN_COPY_DELAY_US) so that the work
+// after the failing copy is queued before that copy fails, and so depends on it.
+#include <doctest/doctest.h>
+
+#include <hip/hip_runtime_api.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using FailCopies = void (*)(unsigned);
+
+// The stand-in the backend loaded, and its hook.
+FailCopies stand_in_hook() {
+  const char* const path = std::getenv("HIPXX_ROCR_LIBRARY");
+  REQUIRE(path != nullptr);
+  void* const library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE_MESSAGE(library != nullptr, "the ROCr backend has not loaded ", path);
+  auto* const hook = reinterpret_cast<FailCopies>(dlsym(library, "hsa_stand_in_fail_copies"));
+  dlclose(library);  // the backend's own reference keeps it loaded
+  const bool found = hook != nullptr;
+  REQUIRE(found);
+  return hook;
+}
+
+struct RocrBackend {
+  RocrBackend() {
+    REQUIRE(setenv("HIPXX_BACKEND", "rocr", 1) == 0);
+    REQUIRE(hipInit(0) == hipSuccess);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("work queued after a copy that failed on the device still runs; the failure is reported") {
+  const RocrBackend backend;
+  const FailCopies fail_copies = stand_in_hook();
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  void* source = nullptr;
+  void* target = nullptr;
+  REQUIRE(hipMalloc(&source, kBytes) == hipSuccess);
+  REQUIRE(hipMalloc(&target, kBytes) == hipSuccess);
+  REQUIRE(hipMemset(source, 1, kBytes) == hipSuccess);
+  REQUIRE(hipMemset(target, 0, kBytes) == hipSuccess);
+
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+  fail_copies(1);
+  REQUIRE(hipMemcpyAsync(target, source, kBytes, hipMemcpyDeviceToDevice, stream) == hipSuccess);
+  // Behind the failed copy: without the queue letting go of the failed signal it never starts.
+  REQUIRE(hipMemsetAsync(source, 2, kBytes, stream) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipErrorIllegalAddress);
+  // The synchronize ends at the failure; the stream goes on to its end.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (hipStreamQuery(stream) == hipErrorNotReady && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  CHECK(hipStreamQuery(stream) != hipErrorNotReady);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+
+  // The failed copy moved nothing; the fill after it ran.
+  std::vector<unsigned char> seen(kBytes);
+  REQUIRE(hipMemcpy(seen.data(), target, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 0; }));
+  REQUIRE(hipMemcpy(seen.data(), source, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 2; }));
+  CHECK(hipFree(source) == hipSuccess);
+  CHECK(hipFree(target) == hipSuccess);
+}
