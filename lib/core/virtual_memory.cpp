@@ -318,8 +318,7 @@ hipError_t Runtime::import_handle(hipMemGenericAllocationHandle_t* handle, void*
   properties.type = hipMemAllocationTypePinned;
   properties.requestedHandleType = type;
   // The device whose memory it is, where the backend can tell; else the device importing it.
-  const bool known = facts.device >= 0 && facts.device < device_count_;
-  properties.location = {.type = hipMemLocationTypeDevice, .id = known ? facts.device : device};
+  properties.location = {.type = hipMemLocationTypeDevice, .id = valid_device(facts.device) ? facts.device : device};
   *handle = book_allocation_locked(physical, facts.size, properties);
   return hipSuccess;
 }

@@ -792,15 +792,8 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       return to_hip(status);
     }
     hipError_t result = to_hip(start(done));
-    if (result == hipSuccess) {
-      // HSA lets a wait return before its condition holds: asked again until it does.
-      rocr::hsa_signal_value_t left = 1;
-      while (left >= 1) {
-        left = api_.hsa_signal_wait_scacquire(done, rocr::HSA_SIGNAL_CONDITION_LT, 1,
-                                              std::numeric_limits<std::uint64_t>::max(), rocr::HSA_WAIT_STATE_BLOCKED);
-      }
-      if (left < 0) result = hipErrorIllegalAddress;  // ROCr's sign that the work failed on the device
-    }
+    // ROCr lowers the signal below zero where the work failed on the device.
+    if (result == hipSuccess && rocr::wait_until_down(api_, done) < 0) result = hipErrorIllegalAddress;
     (void)api_.hsa_signal_destroy(done);
     return result;
   }

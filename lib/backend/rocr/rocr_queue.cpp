@@ -299,12 +299,7 @@ class RocrQueue final : public Queue {
     return handles;
   }
 
-  // HSA lets a wait return before its condition holds, so it is asked again until it does.
-  void wait_for(hsa_signal_t signal) const noexcept {
-    while (api_.hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
-                                          HSA_WAIT_STATE_BLOCKED) >= 1) {
-    }
-  }
+  void wait_for(hsa_signal_t signal) const noexcept { (void)wait_until_down(api_, signal); }
 
   void raise_progress(std::uint64_t sequence) const noexcept {
     std::uint64_t known = progress_.load(std::memory_order_relaxed);
@@ -493,5 +488,14 @@ std::unique_ptr<Queue> make_queue(QueueSupport& support, int device) {
 }
 
 std::unique_ptr<Timestamp> make_timestamp(bool timing) { return std::make_unique<RocrTimestamp>(timing); }
+
+hsa_signal_value_t wait_until_down(const RuntimeApi& api, hsa_signal_t signal) noexcept {
+  hsa_signal_value_t value = 1;
+  while (value >= 1) {
+    value = api.hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, std::numeric_limits<std::uint64_t>::max(),
+                                          HSA_WAIT_STATE_BLOCKED);
+  }
+  return value;
+}
 
 }  // namespace hipxx::backend::rocr

@@ -13,6 +13,10 @@
 
 namespace hipxx::backend::rocr {
 
+// Waits until `signal` is below 1: down to 0 when the work is done, below 0 where it failed on the
+// device. HSA lets a single wait return before its condition holds, so this asks until it does.
+[[nodiscard]] hsa_signal_value_t wait_until_down(const RuntimeApi& api, hsa_signal_t signal) noexcept;
+
 // Signals are kept and used again rather than destroyed: creating one is a kernel call on ROCr (an
 // interrupt event each), and a signal the runtime has just decremented for us may still be in the
 // runtime's hands for a moment after its value changed, which a destroy would pull from under it.
