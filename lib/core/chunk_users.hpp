@@ -14,17 +14,6 @@
 
 namespace hipxx::core {
 
-// The chunks a byte range of the pool touches, first to last.
-struct ChunkSpan {
-  std::size_t first = 0;
-  std::size_t last = 0;
-
-  [[nodiscard]] static ChunkSpan of(std::uint64_t offset, std::uint64_t bytes, std::uint64_t chunk_bytes) noexcept {
-    return {.first = static_cast<std::size_t>(offset / chunk_bytes),
-            .last = static_cast<std::size_t>((offset + bytes - 1) / chunk_bytes)};
-  }
-};
-
 template <class Call>
 concept BackChunk =
     std::invocable<Call, std::size_t> && std::same_as<std::invoke_result_t<Call, std::size_t>, hipError_t>;
@@ -34,12 +23,14 @@ concept LetGoChunk = std::invocable<Call, std::size_t>;
 
 class ChunkUsers {
  public:
-  explicit ChunkUsers(std::size_t chunk_count) : users_(chunk_count, 0) {}
+  ChunkUsers(std::size_t chunk_count, std::uint64_t chunk_bytes) : users_(chunk_count, 0), chunk_bytes_(chunk_bytes) {}
 
-  // One more user of every chunk in `span`, backing with back(chunk) those that had none. All or
-  // nothing: if a chunk cannot be backed, those this call backed are let go and no count changes.
+  // One more user of every chunk [offset, offset + bytes) of the range touches, backing with
+  // back(chunk) those that had none. All or nothing: if a chunk cannot be backed, those this call
+  // backed are let go and no count changes.
   template <BackChunk Back, LetGoChunk LetGo>
-  [[nodiscard]] hipError_t add(ChunkSpan span, Back&& back, LetGo&& let_go) {
+  [[nodiscard]] hipError_t add(std::uint64_t offset, std::uint64_t bytes, Back&& back, LetGo&& let_go) {
+    const Span span = span_of(offset, bytes);
     for (std::size_t chunk = span.first; chunk <= span.last; ++chunk) {
       if (users_[chunk] > 0) continue;
       if (const hipError_t error = back(chunk); error != hipSuccess) {
@@ -55,9 +46,10 @@ class ChunkUsers {
     return hipSuccess;
   }
 
-  // One user fewer of every chunk in `span`; chunks left with none are let go.
+  // One user fewer of every chunk [offset, offset + bytes) touches; chunks left with none are let go.
   template <LetGoChunk LetGo>
-  void remove(ChunkSpan span, LetGo&& let_go) {
+  void remove(std::uint64_t offset, std::uint64_t bytes, LetGo&& let_go) {
+    const Span span = span_of(offset, bytes);
     for (std::size_t chunk = span.first; chunk <= span.last; ++chunk) {
       if (--users_[chunk] == 0) {
         let_go(chunk);
@@ -77,20 +69,33 @@ class ChunkUsers {
     }
   }
 
-  // How many chunks in `span` a remove() of it would let go.
-  [[nodiscard]] std::size_t last_users_in(ChunkSpan span) const noexcept {
-    std::size_t count = 0;
+  // The bytes a remove() of [offset, offset + bytes) would let go.
+  [[nodiscard]] std::uint64_t bytes_let_go_by(std::uint64_t offset, std::uint64_t bytes) const noexcept {
+    const Span span = span_of(offset, bytes);
+    std::uint64_t count = 0;
     for (std::size_t chunk = span.first; chunk <= span.last; ++chunk) {
       if (users_[chunk] == 1) ++count;
     }
-    return count;
+    return count * chunk_bytes_;
   }
 
-  [[nodiscard]] std::size_t backed() const noexcept { return backed_; }
+  // The bytes of the chunks that are backed: the pool's reserved memory.
+  [[nodiscard]] std::uint64_t backed_bytes() const noexcept { return backed_ * chunk_bytes_; }
   [[nodiscard]] std::span<const std::uint32_t> counts() const noexcept { return users_; }
 
  private:
+  // The chunks a byte range of the pool touches, first to last.
+  struct Span {
+    std::size_t first = 0;
+    std::size_t last = 0;
+  };
+  [[nodiscard]] Span span_of(std::uint64_t offset, std::uint64_t bytes) const noexcept {
+    return {.first = static_cast<std::size_t>(offset / chunk_bytes_),
+            .last = static_cast<std::size_t>((offset + bytes - 1) / chunk_bytes_)};
+  }
+
   std::vector<std::uint32_t> users_;
+  const std::uint64_t chunk_bytes_;
   std::size_t backed_ = 0;  // chunks with a user: kept, not counted, since attributes read it often
 };
 

@@ -69,7 +69,7 @@ ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescript
       description_(description),
       base_(base),
       channel_(std::move(channel)),
-      chunks_(chunk_count()),
+      chunks_(chunk_count(), description.chunk_bytes),
       // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
       access_(runtime.device_count(), description.device) {}
 
@@ -147,12 +147,12 @@ void ImportedPool::unmap_chunk(std::size_t chunk) {
 hipError_t ImportedPool::acquire(std::uint64_t offset, std::uint64_t size) {
   std::lock_guard lock{mutex_};
   if (const hipError_t error = chunks_.add(
-          ChunkSpan::of(offset, size, description_.chunk_bytes), [this](std::size_t chunk) { return map_chunk(chunk); },
+          offset, size, [this](std::size_t chunk) { return map_chunk(chunk); },
           [this](std::size_t chunk) { unmap_chunk(chunk); });
       error != hipSuccess) {
     return error;
   }
-  reserved_high_ = std::max<std::uint64_t>(reserved_high_, reserved_bytes());
+  reserved_high_ = std::max<std::uint64_t>(reserved_high_, chunks_.backed_bytes());
   used_bytes_ += size;
   used_high_ = std::max(used_high_, used_bytes_);
   return hipSuccess;
@@ -160,8 +160,7 @@ hipError_t ImportedPool::acquire(std::uint64_t offset, std::uint64_t size) {
 
 void ImportedPool::release(std::uint64_t offset, std::uint64_t size) {
   std::lock_guard lock{mutex_};
-  chunks_.remove(ChunkSpan::of(offset, size, description_.chunk_bytes),
-                 [this](std::size_t chunk) { unmap_chunk(chunk); });
+  chunks_.remove(offset, size, [this](std::size_t chunk) { unmap_chunk(chunk); });
   used_bytes_ -= size;
 }
 
@@ -176,7 +175,7 @@ hipError_t ImportedPool::get_attribute(hipMemPoolAttr attribute, void* value) co
     case hipMemPoolReuseAllowInternalDependencies: *static_cast<int*>(value) = 1; break;
     case hipMemPoolAttrReleaseThreshold: put_u64(0); break;
     // What this process maps of the exporter's memory, and the imported pointers it holds.
-    case hipMemPoolAttrReservedMemCurrent: put_u64(reserved_bytes()); break;
+    case hipMemPoolAttrReservedMemCurrent: put_u64(chunks_.backed_bytes()); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(reserved_high_); break;
     case hipMemPoolAttrUsedMemCurrent: put_u64(used_bytes_); break;
     case hipMemPoolAttrUsedMemHigh: put_u64(used_high_); break;

@@ -63,7 +63,6 @@ class ImportedPool {
   [[nodiscard]] hipError_t fetch_chunk(std::size_t chunk, OwnedFd* fd);
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
-  [[nodiscard]] std::uint64_t reserved_bytes() const noexcept { return chunks_.backed() * description_.chunk_bytes; }
 
   Runtime& runtime_;
   const PoolDescription description_;

@@ -181,7 +181,7 @@ MemoryPool::MemoryPool(Runtime& runtime, const hipMemPoolProps& properties, std:
       serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
       live_(virtual_bytes),
       access_(runtime.device_count(), properties.location.id),
-      chunks_(virtual_bytes / chunk_bytes) {
+      chunks_(virtual_bytes / chunk_bytes, chunk_bytes) {
   add_hole(0, virtual_bytes_);
 }
 
@@ -368,12 +368,12 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
   if (hole == holes_by_size_.end()) return hipErrorOutOfMemory;
   const auto [hole_bytes, hole_offset] = *hole;
   if (const hipError_t error = chunks_.add(
-          ChunkSpan::of(hole_offset, bytes, chunk_bytes_), [this](std::size_t chunk) { return map_chunk(chunk); },
+          hole_offset, bytes, [this](std::size_t chunk) { return map_chunk(chunk); },
           [this](std::size_t chunk) { unmap_chunk(chunk); });
       error != hipSuccess) {
     return error;
   }
-  attributes_.reserved_high = std::max<std::uint64_t>(attributes_.reserved_high, reserved_bytes());
+  attributes_.reserved_high = std::max<std::uint64_t>(attributes_.reserved_high, chunks_.backed_bytes());
   holes_by_size_.erase(hole);
   holes_.erase(hole_offset);
   if (hole_bytes > bytes) add_hole(hole_offset + bytes, hole_bytes - bytes);
@@ -382,7 +382,7 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
 }
 
 void MemoryPool::uncarve(std::uintptr_t offset, std::size_t bytes) {
-  chunks_.remove(ChunkSpan::of(offset, bytes, chunk_bytes_), [this](std::size_t chunk) { unmap_chunk(chunk); });
+  chunks_.remove(offset, bytes, [this](std::size_t chunk) { unmap_chunk(chunk); });
   add_hole(offset, bytes);
 }
 
@@ -440,7 +440,7 @@ void MemoryPool::trim_to(std::size_t keep_bytes) {
 }
 
 bool MemoryPool::trim_locked(std::size_t keep_bytes) {
-  if (reserved_bytes() <= keep_bytes) return false;
+  if (chunks_.backed_bytes() <= keep_bytes) return false;
   adopt_lists_of_destroyed_streams();
   // Memory whose free its stream has not yet reached may still be in use there: only the rest goes.
   // Taken out of the lists while they are locked, so no allocation can take a block being released.
@@ -472,10 +472,9 @@ bool MemoryPool::trim_locked(std::size_t keep_bytes) {
   bool released_any = false;
   for (const Releasable& block : releasable) {
     const std::size_t bytes = block_bytes(block.size_class);
-    const std::size_t reserved = reserved_bytes();
-    const std::size_t released = chunks_.last_users_in(ChunkSpan::of(block.offset, bytes, chunk_bytes_));
+    const std::uint64_t reserved = chunks_.backed_bytes();
     // The pool keeps at least `keep_bytes` reserved; what stays goes back where it came from.
-    if (reserved > keep_bytes && reserved - released * chunk_bytes_ >= keep_bytes) {
+    if (reserved > keep_bytes && reserved - chunks_.bytes_let_go_by(block.offset, bytes) >= keep_bytes) {
       uncarve(block.offset, bytes);
       released_any = true;
     } else if (block.list == nullptr) {
@@ -518,7 +517,7 @@ hipError_t MemoryPool::set_attribute(hipMemPoolAttr attribute, const void* value
     // The high-water marks can only be reset, to the current value.
     case hipMemPoolAttrReservedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
-      attributes_.reserved_high = reserved_bytes();
+      attributes_.reserved_high = chunks_.backed_bytes();
       return hipSuccess;
     case hipMemPoolAttrUsedMemHigh:
       if (as_u64() != 0) return hipErrorInvalidValue;
@@ -538,7 +537,7 @@ hipError_t MemoryPool::get_attribute(hipMemPoolAttr attribute, void* value) cons
     case hipMemPoolReuseAllowOpportunistic: put_flag(attributes_.allow_opportunistic); break;
     case hipMemPoolReuseAllowInternalDependencies: put_flag(attributes_.allow_internal_dependencies); break;
     case hipMemPoolAttrReleaseThreshold: put_u64(attributes_.release_threshold); break;
-    case hipMemPoolAttrReservedMemCurrent: put_u64(reserved_bytes()); break;
+    case hipMemPoolAttrReservedMemCurrent: put_u64(chunks_.backed_bytes()); break;
     case hipMemPoolAttrReservedMemHigh: put_u64(attributes_.reserved_high); break;
     case hipMemPoolAttrUsedMemCurrent: put_u64(usage_.current()); break;
     case hipMemPoolAttrUsedMemHigh: put_u64(usage_.high()); break;

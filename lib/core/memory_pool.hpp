@@ -203,7 +203,6 @@ class MemoryPool {
   void uncarve(std::uintptr_t offset, std::size_t bytes);
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
-  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return chunks_.backed() * chunk_bytes_; }
   void add_hole(std::uintptr_t offset, std::size_t bytes);
 
   Runtime& runtime_;
