@@ -67,8 +67,11 @@ TEST_CASE("work queued after a copy that failed on the device still runs; the fa
   while (hipStreamQuery(stream) == hipErrorNotReady && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds{1});
   }
-  CHECK(hipStreamQuery(stream) != hipErrorNotReady);
+  // Drained, the stream still reports its failure, and so does its device, until it is destroyed.
+  CHECK(hipStreamQuery(stream) == hipErrorIllegalAddress);
+  CHECK(hipDeviceSynchronize() == hipErrorIllegalAddress);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
 
   // The failed copy moved nothing; the fill after it ran.
   std::vector<unsigned char> seen(kBytes);

@@ -1847,3 +1847,61 @@ TEST_CASE(
   CHECK(walk.verified() > static_cast<std::size_t>(steps / 15));
   CHECK(walk.holds() > static_cast<std::size_t>(steps / 150));
 }
+
+TEST_CASE(
+    "work that failed where it ran is reported by its stream's synchronize and query, by events recorded after "
+    "it, and by the device's synchronize, until the stream is destroyed") {
+  LeakCheck leaks;
+  // A copy from the application's memory runs on the stream's host thread on every engine, and
+  // checks the destination there: unmapped while the stream was held, it fails without a touch.
+  const std::size_t bytes = TwoMappings::size_for(4096);
+  const hipMemAllocationProp prop = TwoMappings::device_prop();
+  void* base = nullptr;
+  hipMemGenericAllocationHandle_t handle{};
+  REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
+  REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
+  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+  const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  const std::vector<unsigned char> source(bytes, 0x7E);
+  void* elsewhere_buffer = malloc_device(64);
+
+  hipStream_t failing = make_stream(hipStreamNonBlocking);
+  hipStream_t healthy = make_stream(hipStreamNonBlocking);
+  hipEvent_t before = nullptr;
+  hipEvent_t after = nullptr;
+  hipEvent_t elsewhere = nullptr;
+  REQUIRE(hipEventCreate(&before) == hipSuccess);
+  REQUIRE(hipEventCreate(&after) == hipSuccess);
+  REQUIRE(hipEventCreate(&elsewhere) == hipSuccess);
+  {
+    Gate gate;
+    gate.block(failing);
+    REQUIRE(hipMemcpyAsync(base, source.data(), bytes, hipMemcpyHostToDevice, failing) == hipSuccess);
+    REQUIRE(hipEventRecord(after, failing) == hipSuccess);
+    REQUIRE(hipMemsetAsync(elsewhere_buffer, 1, 64, healthy) == hipSuccess);
+    REQUIRE(hipEventRecord(elsewhere, healthy) == hipSuccess);
+    CHECK(hipMemUnmap(base, bytes) == hipSuccess);
+    gate.open();
+    CHECK(hipStreamSynchronize(failing) == hipErrorIllegalAddress);
+  }
+  CHECK(hipStreamQuery(failing) == hipErrorIllegalAddress);
+  CHECK(hipEventSynchronize(after) == hipErrorIllegalAddress);
+  CHECK(hipEventQuery(after) == hipErrorIllegalAddress);
+  CHECK(hipDeviceSynchronize() == hipErrorIllegalAddress);
+  // The failure stays the stream's: another stream and its events are unaffected.
+  CHECK(hipStreamSynchronize(healthy) == hipSuccess);
+  CHECK(hipStreamQuery(healthy) == hipSuccess);
+  CHECK(hipEventSynchronize(elsewhere) == hipSuccess);
+  CHECK(hipEventQuery(elsewhere) == hipSuccess);
+  CHECK(hipEventSynchronize(before) == hipSuccess);  // never recorded: nothing to report
+
+  CHECK(hipStreamDestroy(failing) == hipSuccess);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+  CHECK(hipEventSynchronize(after) == hipSuccess);  // its stream, and its failure, are gone
+  CHECK(hipStreamDestroy(healthy) == hipSuccess);
+  for (hipEvent_t event : {before, after, elsewhere}) CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipFree(elsewhere_buffer) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+}

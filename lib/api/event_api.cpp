@@ -84,13 +84,13 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
   return guarded([&](Runtime& runtime) {
     const std::shared_ptr<Event> target = runtime.events().resolve(event);
     if (!target) return hipErrorInvalidHandle;
-    target->synchronize();
+    const hipError_t result = target->synchronize();
     // A marker whose stream is gone left it after all of its work, and the null stream of its
     // device took over the pools it used.
     if (const std::shared_ptr<EventMarker> marker = target->marker()) {
       if (const std::shared_ptr<hipxx::core::Stream> stream = marker->owner()) runtime.after_synchronize(*stream);
     }
-    return hipSuccess;
+    return result;
   });
 }
 

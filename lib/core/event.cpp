@@ -15,12 +15,14 @@ std::shared_ptr<EventMarker> Event::marker() const {
 hipError_t Event::query() const {
   const std::shared_ptr<EventMarker> current = marker();
   if (!current) return hipSuccess;  // never recorded: nothing to wait for
-  return current->reached() ? hipSuccess : hipErrorNotReady;
+  return current->reached() ? current->failure() : hipErrorNotReady;
 }
 
-void Event::synchronize() const {
+hipError_t Event::synchronize() const {
   const std::shared_ptr<EventMarker> current = marker();
-  if (current) current->wait();
+  if (!current) return hipSuccess;
+  current->wait();
+  return current->failure();
 }
 
 hipError_t EventRegistry::create(hipEvent_t* event, unsigned flags) {

@@ -32,6 +32,12 @@ struct EventMarker {
   void wait() const {
     if (const std::shared_ptr<Stream> where = owner()) where->wait_for(sequence);
   }
+  // A failure of the stream's work, which an event recorded on it reports once reached, as its
+  // stream's synchronize does. A destroyed stream's failures went with it.
+  [[nodiscard]] hipError_t failure() const {
+    const std::shared_ptr<Stream> where = owner();
+    return where ? where->status() : hipSuccess;
+  }
 
   Stream* null_stream;
   std::weak_ptr<Stream> stream;
@@ -64,7 +70,8 @@ class Event {
   }
 
   [[nodiscard]] hipError_t query() const;
-  void synchronize() const;
+  // Waits for the latest record; hipSuccess, or the failure of the stream it was recorded on.
+  [[nodiscard]] hipError_t synchronize() const;
 
  private:
   unsigned flags_;

@@ -207,7 +207,7 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
     return hipSuccess;
   }
   // Like hipFree of pool memory: queued work of the device that may still use it finishes first.
-  runtime_.streams().synchronize_device(freed.pool->device());
+  (void)runtime_.streams().synchronize_device(freed.pool->device());
   freed.pool->release(freed.offset, freed.size);
   return hipSuccess;
 }

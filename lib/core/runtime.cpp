@@ -137,7 +137,7 @@ hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
   if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
     // hipFree of a stream-ordered allocation waits for the device, then frees at once.
-    streams_.synchronize_device(pool->device());
+    (void)streams_.synchronize_device(pool->device());
     if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
     pools_.forget_if_drained(pool);
     return hipSuccess;
@@ -155,8 +155,9 @@ hipError_t Runtime::deallocate(void* ptr) {
     }
     device = linear->device;
   }
-  // Like hipFree on a GPU: queued work that may still use the memory finishes first.
-  streams_.synchronize_device(device);
+  // Like hipFree on a GPU: queued work that may still use the memory finishes first. A stream's
+  // failure is its synchronize's to report; the memory is freed all the same.
+  (void)streams_.synchronize_device(device);
   if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
   const auto taken = address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
@@ -314,10 +315,12 @@ hipError_t Runtime::store_word(void* address, std::size_t bytes, std::uint64_t v
 
 hipError_t Runtime::synchronize() {
   const int device = current_device();
-  streams_.synchronize_device(device);
+  // Work that failed on any stream of the device is reported here, as HIP reports an earlier
+  // asynchronous failure at the next synchronize; the device's own failure comes first.
+  const hipError_t streams_failure = streams_.synchronize_device(device);
   const hipError_t result = backend_->synchronize(device);
   after_device_synchronize(device);
-  return result;
+  return result != hipSuccess ? result : streams_failure;
 }
 
 void Runtime::after_synchronize(const Stream& stream) {

@@ -251,7 +251,7 @@ void StreamRegistry::synchronize(Stream& stream) {
   for (const std::shared_ptr<Stream>& other : blocking) other->synchronize();
 }
 
-void StreamRegistry::synchronize_device(int device) {
+hipError_t StreamRegistry::synchronize_device(int device) {
   std::vector<std::shared_ptr<Stream>> all;
   Stream* null_stream = nullptr;
   {
@@ -265,8 +265,14 @@ void StreamRegistry::synchronize_device(int device) {
     }
     null_stream = null_streams_.at(static_cast<std::size_t>(device)).get();
   }
-  if (null_stream != nullptr) null_stream->synchronize();
-  for (const std::shared_ptr<Stream>& stream : all) stream->synchronize();
+  hipError_t failure = hipSuccess;
+  const auto wait_for = [&](Stream& stream) {
+    stream.synchronize();
+    if (failure == hipSuccess) failure = stream.status();
+  };
+  if (null_stream != nullptr) wait_for(*null_stream);
+  for (const std::shared_ptr<Stream>& stream : all) wait_for(*stream);
+  return failure;
 }
 
 namespace {

@@ -41,7 +41,8 @@ class StreamRegistry {
   [[nodiscard]] bool would_wait_for_others(const Stream& stream) const;
   // hipStreamSynchronize: the null stream also waits for the blocking streams of its device.
   void synchronize(Stream& stream);
-  void synchronize_device(int device);
+  // Waits for every stream of `device`; the first failure any of them holds (hipSuccess if none).
+  [[nodiscard]] hipError_t synchronize_device(int device);
   // The pools whose freed memory synchronize(stream) may have made safe to release: those the
   // stream used, and for a null stream those of the blocking streams it waits for too.
   [[nodiscard]] std::vector<PoolRef> pools_synchronized_by(const Stream& stream);
