@@ -5,6 +5,7 @@
 #include "core/runtime.hpp"
 
 #include <new>
+#include <system_error>
 
 namespace hipxx::api {
 
@@ -19,6 +20,9 @@ hipError_t guarded(Work&& work) noexcept {
     if (result == hipSuccess) result = work(runtime);
   } catch (const std::bad_alloc&) {
     result = hipErrorOutOfMemory;
+  } catch (const std::system_error& error) {
+    // std::thread's way of saying the system has no room for another thread (a stream's, say).
+    result = error.code() == std::errc::resource_unavailable_try_again ? hipErrorOutOfMemory : hipErrorUnknown;
   } catch (...) {
     result = hipErrorUnknown;
   }

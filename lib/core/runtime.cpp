@@ -1,4 +1,5 @@
 #include "core/runtime.hpp"
+#include "core/rollback.hpp"
 
 #include <unistd.h>
 
@@ -128,7 +129,9 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
   std::unique_lock lock{mutex_};
   void* at = nullptr;
   if (const hipError_t error = backend_->allocate(device, size, &at); error != hipSuccess) return error;
+  Rollback deallocate{[&] { (void)backend_->deallocate(at, size); }};
   address_space_.add_linear({.base = reinterpret_cast<std::uintptr_t>(at), .size = size, .device = device});
+  deallocate.keep();
   *ptr = at;
   return hipSuccess;
 }

@@ -1,4 +1,5 @@
 // Legacy IPC: exporting plain allocations by handle, and the books of handles opened here.
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 #include <mutex>
@@ -36,11 +37,13 @@ hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsign
   if (existing != nullptr && existing->kind == LinearKind::ipc_opened) {
     ++existing->opens;
   } else {
+    Rollback close{[&] { (void)backend_->ipc_close(at, size); }};
     address_space_.add_linear({.base = reinterpret_cast<std::uintptr_t>(at),
                                .size = size,
                                .device = device,
                                .kind = LinearKind::ipc_opened,
                                .opens = 1});
+    close.keep();
   }
   *ptr = at;
   return hipSuccess;

@@ -1,4 +1,5 @@
 // HIP's managed memory calls, checked against the books and the per-page advice state.
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 #include <sys/mman.h>
@@ -19,9 +20,13 @@ hipError_t Runtime::allocate_managed(void** ptr, std::size_t size, unsigned flag
   std::unique_lock lock{mutex_};
   void* at = nullptr;
   if (const hipError_t error = backend_->allocate_managed(size, flags, &at); error != hipSuccess) return error;
+  Rollback deallocate{[&] { (void)backend_->deallocate(at, size); }};
   address_space_.add_linear(
       {.base = address_of(at), .size = size, .device = device, .kind = LinearKind::managed, .opens = 0});
+  Rollback unbook{[&] { (void)address_space_.take_linear(address_of(at)); }};
   managed_.add(address_of(at), size, flags);
+  unbook.keep();
+  deallocate.keep();
   *ptr = at;
   return hipSuccess;
 }

@@ -102,19 +102,22 @@ std::uint64_t Stream::enqueue(StreamTask task) {
   std::uint64_t sequence = 0;
   {
     std::lock_guard lock{mutex_};
-    sequence = next_sequence();
-    push_host_task({.sequence = sequence, .work = std::move(task)});
+    sequence = push_host_task({.work = std::move(task)});
   }
   // After the unlock, so the woken worker does not wake only to wait for the lock.
   work_ready_.notify_one();
   return sequence;
 }
 
-void Stream::push_host_task(HostTask task) {
+std::uint64_t Stream::push_host_task(HostTask task) {
+  const std::uint64_t sequence = sequence_after_tail();
+  task.sequence = sequence;
   // The stream's thread waits for the queue to pass the work before the task: have it marked.
   mark_tail_locked();
   host_tasks_.push_back(std::move(task));
   host_task_count_.store(host_tasks_.size(), std::memory_order_relaxed);
+  enqueued_.store(sequence, std::memory_order_release);
+  return sequence;
 }
 
 hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
@@ -157,7 +160,7 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
     if (lane_idle_locked()) {
       // Nothing of the host's ahead of it: straight onto the queue. The number is taken only once
       // the queue accepted the work, so a refusal leaves the stream's count as it was.
-      const hipError_t queued = on_queue(*queue_, enqueued_.load(std::memory_order_relaxed) + 1);
+      const hipError_t queued = on_queue(*queue_, sequence_after_tail());
       if (queued != hipErrorNotSupported) {
         if (queued != hipSuccess) return queued;
         point = next_sequence();
@@ -169,12 +172,10 @@ hipError_t Stream::enqueue(QueueWork on_queue, StreamTask on_host, std::uint64_t
         *sequence = point;
         return hipSuccess;
       }
-      point = next_sequence();
-      push_host_task({.sequence = point, .work = std::move(on_host)});
+      point = push_host_task({.work = std::move(on_host)});
     } else {
       // Held back behind the host's work; the stream's thread queues it once that is done.
-      point = next_sequence();
-      push_host_task({.sequence = point, .work = std::move(on_host), .on_queue = std::move(on_queue)});
+      point = push_host_task({.work = std::move(on_host), .on_queue = std::move(on_queue)});
     }
   }
   work_ready_.notify_one();
@@ -195,7 +196,8 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     // Both locks, taken together (std::scoped_lock avoids the order problem): the wait is placed in
     // this queue and recorded in the other's at one moment of both streams.
     std::scoped_lock both{mutex_, other->mutex_};
-    sequence = next_sequence();
+    // Taken once the work is queued, as push_host_task takes it.
+    const std::uint64_t next = sequence_after_tail();
     // The point is the end of the other's device queue (or done): wait there, in a way the driver
     // sees. A queue wait covers everything queued so far, so where the other stream has queued more
     // since (a stream wait that holds it, say), it would wait for that too, which HIP does not: then,
@@ -206,16 +208,16 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
     if (lane_idle_locked() && recorded != nullptr && point <= other->device_tail_ &&
         submit_unmarked_locked(
             [recorded](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_timestamp(*recorded); },
-            sequence) == hipSuccess) {
-      return sequence;
+            next) == hipSuccess) {
+      return next_sequence();
     }
     if (lane_idle_locked() && other->device_tail_ == point &&
         submit_unmarked_locked(
             [&other](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.wait_queue(*other->queue_); },
-            sequence) == hipSuccess) {
-      return sequence;
+            next) == hipSuccess) {
+      return next_sequence();
     }
-    push_host_task({.sequence = sequence, .work = std::move(on_host)});
+    sequence = push_host_task({.work = std::move(on_host)});
   }
   work_ready_.notify_one();
   return sequence;

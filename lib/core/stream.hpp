@@ -148,8 +148,11 @@ class Stream {
   // Runs the task at the front of the queue; `lock` is held on entry and again on a true return.
   // False: the task's captured state held the stream's last reference, and *this is gone.
   bool run_front(std::unique_lock<std::mutex>& lock);
-  // Under mutex_; the caller wakes the worker once it has let go of the lock.
-  void push_host_task(HostTask task);
+  // Under mutex_: gives the task the stream's next number and queues it for the thread; returns the
+  // number. The caller wakes the worker once it has let go of the lock. The number is taken only
+  // once the task is in the list: a push that throws leaves the stream's count as it was (a count
+  // ahead of its work would never be reached).
+  std::uint64_t push_host_task(HostTask task);
   // No work for the stream's thread queued or running: device work may go straight to the queue.
   [[nodiscard]] bool lane_idle_locked() const noexcept;
   // Puts `on_queue` on the device queue as work number `sequence`, marked when done.
@@ -164,6 +167,9 @@ class Stream {
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t next_sequence();
+  [[nodiscard]] std::uint64_t sequence_after_tail() const noexcept {
+    return enqueued_.load(std::memory_order_relaxed) + 1;
+  }
 
   StreamTraits traits_;
   std::uint64_t serial_;  // unique for the process, unlike addresses

@@ -1,7 +1,10 @@
 #include "core/stream_registry.hpp"
 
+#include "core/rollback.hpp"
+
 #include <algorithm>
 #include <map>
+#include <new>
 
 namespace hipxx::core {
 namespace {
@@ -82,17 +85,39 @@ hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
   return hipSuccess;
 }
 
+void StreamRegistry::retire(const std::shared_ptr<Stream>& doomed) {
+  {
+    std::lock_guard lock{mutex_};
+    std::erase_if(retiring_, [](const std::weak_ptr<Stream>& retired) { return retired.expired(); });
+    retiring_.push_back(doomed);
+  }
+  // The task gets a copy: the caller's reference lives until enqueue has returned, since the worker
+  // may run the final task (and drop its copy) before enqueue's notify, which must not touch a
+  // destroyed stream. Whichever reference goes last destroys the stream.
+  // The final task leaves the retiring list under the registry's lock, after all of the stream's
+  // work: a device synchronisation (or null-stream barrier) that no longer finds the stream there
+  // is ordered after that work through the lock, not through an expired weak_ptr.
+  doomed->enqueue([this, last = doomed] {
+    std::lock_guard lock{mutex_};
+    std::erase_if(retiring_, [&](const std::weak_ptr<Stream>& retired) {
+      return !retired.owner_before(last) && !last.owner_before(retired);
+    });
+    return hipSuccess;
+  });
+}
+
 hipError_t StreamRegistry::destroy(hipStream_t stream) {
   std::shared_ptr<Stream> doomed;
   {
     std::lock_guard lock{mutex_};
     const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
     if (found == streams_.end()) return hipErrorInvalidHandle;
+    // Its frees stay due for trimming: the device's null stream, which device synchronisation
+    // covers, takes over the pools it used. First, as it may throw: a refused destroy keeps the
+    // stream (a pool the null stream holds as well is only trimmed once more).
+    null_stream_locked(found->second->traits().device).adopt_pools_of(*found->second);
     doomed = std::move(found->second);
     streams_.erase(found);
-    // Its frees stay due for trimming: the device's null stream, which device synchronisation
-    // covers, takes over the pools it used.
-    null_stream_locked(doomed->traits().device).adopt_pools_of(*doomed);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   // This thread's cache lets go at once; other threads' caches do at their next resolve.
@@ -105,27 +130,12 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
   // reference to a final task of its own, so it goes on its worker thread once that work is done.
   // Outside the lock: that work may enqueue elsewhere.
   if (!doomed->idle()) {
-    Stream& stream = *doomed;
-    {
-      std::lock_guard lock{mutex_};
-      std::erase_if(retiring_, [](const std::weak_ptr<Stream>& retired) { return retired.expired(); });
-      retiring_.push_back(doomed);
+    try {
+      retire(doomed);
+    } catch (const std::bad_alloc&) {
+      // No memory for the final task: the stream is destroyed here instead (below), once its work
+      // is done, which is what hipStreamDestroy promises all the same.
     }
-    // The task gets a copy: this reference lives until enqueue has returned, since the worker may
-    // run the final task (and drop its copy) before enqueue's notify, which must not touch a
-    // destroyed stream. Whichever reference goes last destroys the stream.
-    // The final task leaves the retiring list under the registry's lock, after all of the stream's
-    // work: a device synchronisation (or null-stream barrier) that no longer finds the stream there
-    // is ordered after that work through the lock, not through an expired weak_ptr.
-    stream.enqueue([this, last = doomed] {
-      std::lock_guard lock{mutex_};
-      std::erase_if(retiring_, [&](const std::weak_ptr<Stream>& retired) {
-        return !retired.owner_before(last) && !last.owner_before(retired);
-      });
-      return hipSuccess;
-    });
-    doomed.reset();
-    return hipSuccess;
   }
   doomed.reset();
   return hipSuccess;
@@ -140,9 +150,14 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
       per_thread.registry = this;
       per_thread.registry_serial = serial_;
     }
-    auto [entry, inserted] = per_thread.by_device.try_emplace(current_device, nullptr);
-    if (inserted) {
-      if (create(&entry->second, StreamTraits{.device = current_device}) != hipSuccess) return no_stream;
+    auto entry = per_thread.by_device.find(current_device);
+    if (entry == per_thread.by_device.end()) {
+      // Booked only once made: a first use that fails leaves the next one to make it.
+      hipStream_t created = nullptr;
+      if (create(&created, StreamTraits{.device = current_device}) != hipSuccess) return no_stream;
+      Rollback unmake{[&] { (void)destroy(created); }};
+      entry = per_thread.by_device.emplace(current_device, created).first;
+      unmake.keep();
     }
     stream = entry->second;
   }

@@ -58,6 +58,8 @@ class StreamRegistry {
   [[nodiscard]] std::size_t live_streams() const;
 
  private:
+  // Hands a destroyed stream that still has work its own last reference, as a final task.
+  void retire(const std::shared_ptr<Stream>& doomed);
   [[nodiscard]] Stream& null_stream_locked(int device);
   // Puts HIP's implicit waits between the null stream and blocking streams in front of new work.
   void order_by_null_stream_locked(Stream& stream);

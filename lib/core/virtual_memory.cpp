@@ -1,4 +1,5 @@
 // HIP's virtual memory calls, checked against the books and turned into exact backend calls.
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 #include <bit>
@@ -45,7 +46,9 @@ hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment,
       error != hipSuccess) {
     return error;
   }
+  Rollback unreserve{[&] { (void)backend_->free_reservation(va, size); }};
   address_space_.add_reservation(address_of(va), size, holder);
+  unreserve.keep();
   *ptr = va;
   return hipSuccess;
 }
