@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1279,6 +1280,14 @@ TEST_CASE("import: refused descriptors") {
   CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(empty), hipMemHandleTypePosixFileDescriptor),
                 hipErrorInvalidValue);
   close(empty);
+  // A memfd of a whole page whose size is not sealed: whoever else holds it could shrink it under
+  // the importer's mappings.
+  const int unsealed = memfd_create("hipxx-test-unsealed", MFD_CLOEXEC);
+  REQUIRE(unsealed >= 0);
+  REQUIRE(ftruncate(unsealed, static_cast<off_t>(G)) == 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(unsealed), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(unsealed);
   // Memory sealed against writes: it could never be mapped read-write.
   const int sealed = memfd_create("hipxx-test-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   REQUIRE(sealed >= 0);
@@ -1765,6 +1774,26 @@ TEST_CASE("host backend: a mapping is a shared view of the physical memory" * do
   CHECK(hipMemUnmap(base, 2 * G) == hipSuccess);
   CHECK(hipMemRelease(handle) == hipSuccess);
   CHECK(hipMemAddressFree(base, 2 * G) == hipSuccess);
+}
+
+TEST_CASE(
+    "host backend: an exported allocation's size is sealed, so no holder of the fd can pull the memory "
+    "from under the mappings" *
+    doctest::test_suite("host-only")) {
+  require_host_backend();
+  LeakCheck leaks;
+  const Mapped source(G, 122, G, hipMemHandleTypePosixFileDescriptor);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, source.handle, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  // What another process holding the fd would try; without the seals the mapping's next touch,
+  // in the exporter and in every importer, would be a SIGBUS.
+  CHECK(ftruncate(fd, 0) != 0);
+  CHECK(ftruncate(fd, static_cast<off_t>(2 * G)) != 0);
+  struct stat status {};
+  REQUIRE(fstat(fd, &status) == 0);
+  CHECK(status.st_size == static_cast<off_t>(G));
+  CHECK(source.intact());
+  CHECK(close(fd) == 0);
 }
 
 TEST_SUITE_END();

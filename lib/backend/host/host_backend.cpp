@@ -180,10 +180,13 @@ class HostBackend final : public Backend {
   }
 
   hipError_t create_physical(int device, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
-    const int fd = host::create_memfd(host::physical_memfd_name(device).data(), MFD_CLOEXEC);
+    const int fd = host::create_memfd(host::physical_memfd_name(device).data(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return from_errno(errno);
     void* parked = nullptr;
+    // Sealed at its size: a process it is exported to could otherwise shrink it under every
+    // mapping of it, whose next touch would then be a SIGBUS in each process.
     if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
         host::commit_pages(fd, size, huge_pages_advised_, &parked) != 0) {
       const int error = errno;
       close(fd);
@@ -218,6 +221,9 @@ class HostBackend final : public Backend {
     // Memory sealed against writes can never be mapped read-write, so it is no allocation handle:
     // refused here rather than by the map that would come later.
     if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) return hipErrorInvalidValue;
+    // Memory whose size is not sealed, as every allocation's is, could be shrunk under the mapping
+    // by whoever else holds it: no allocation handle either.
+    if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) return hipErrorInvalidValue;
     const int mode = fcntl(fd, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
