@@ -26,6 +26,7 @@ inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;  // only for a clearer message
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
@@ -34,6 +35,30 @@ inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
 inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+// Those with a hipError_t of the same number and meaning, passed on as such.
+inline constexpr CUresult CUDA_ERROR_DEINITIALIZED = 4;
+inline constexpr CUresult CUDA_ERROR_MAP_FAILED = 205;
+inline constexpr CUresult CUDA_ERROR_UNMAP_FAILED = 206;
+inline constexpr CUresult CUDA_ERROR_ALREADY_MAPPED = 208;
+inline constexpr CUresult CUDA_ERROR_NOT_MAPPED = 211;
+inline constexpr CUresult CUDA_ERROR_ECC_UNCORRECTABLE = 214;
+inline constexpr CUresult CUDA_ERROR_CONTEXT_ALREADY_IN_USE = 216;
+inline constexpr CUresult CUDA_ERROR_OPERATING_SYSTEM = 304;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_STATE = 401;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_TIMEOUT = 702;
+inline constexpr CUresult CUDA_ERROR_CONTEXT_IS_DESTROYED = 709;
+inline constexpr CUresult CUDA_ERROR_ASSERT = 710;
+inline constexpr CUresult CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712;
+inline constexpr CUresult CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
+// A kernel that faulted on the device in a way HIP has no code of its own for: a launch failure.
+inline constexpr CUresult CUDA_ERROR_HARDWARE_STACK_ERROR = 714;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_INSTRUCTION = 715;
+inline constexpr CUresult CUDA_ERROR_MISALIGNED_ADDRESS = 716;
+inline constexpr CUresult CUDA_ERROR_INVALID_ADDRESS_SPACE = 717;
+inline constexpr CUresult CUDA_ERROR_INVALID_PC = 718;
 
 enum CUdevice_attribute : int {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
@@ -188,7 +213,6 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstreamCallback = void (*)(CUstream stream, CUresult status, void* data);
 
-inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 // The legacy default stream, which synchronises with every blocking stream of its context.
 inline CUstream_st* const CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
 inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;

@@ -3,15 +3,12 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
+#include "backend/cuda/cuda_errors.hpp"
 
 #include <memory>
 #include <string>
 
 namespace hipxx::backend::cuda {
-
-// The CUresult a driver call returned, as the documented hipError_t (hipErrorUnknown where HIP has
-// no counterpart).
-[[nodiscard]] hipError_t to_hip(CUresult result) noexcept;
 
 class WaitKernels;
 
