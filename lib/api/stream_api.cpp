@@ -87,8 +87,7 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     }
     constexpr std::uint64_t width_mask = hipxx::backend::width_mask_of(sizeof(Word));
     const hipxx::backend::WordWait wait{.value = value, .mask = mask, .condition = *condition};
-    // The CUDA driver refuses stream memory operations on managed memory; such waits run on the host.
-    const bool host_only = runtime.in_managed_memory(ptr, sizeof(Word));
+    const bool host_only = !runtime.queue_may_touch_word(ptr, sizeof(Word));
     auto on_queue = [host_only, wait, ptr](hipxx::backend::Queue& queue, std::uint64_t /*sequence*/) {
       if (host_only) return hipErrorNotSupported;
       if (always_holds(wait, width_mask)) return hipSuccess;
@@ -119,8 +118,8 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
     }
     return runtime.streams().enqueue(
         *target,
-        [host_only = runtime.in_managed_memory(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue,
-                                                                               std::uint64_t /*sequence*/) {
+        [host_only = !runtime.queue_may_touch_word(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue,
+                                                                                    std::uint64_t /*sequence*/) {
           return host_only ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
         },
         [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });

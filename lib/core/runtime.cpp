@@ -296,6 +296,12 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
       [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
 }
 
+bool Runtime::queue_may_touch_word(const void* address, std::size_t bytes) const {
+  if (in_managed_memory(address, bytes)) return false;
+  std::shared_lock lock{mutex_};
+  return address_space_.tracked(reinterpret_cast<std::uintptr_t>(address));
+}
+
 // Checked again at every use, under the lock: the word may have been freed or unmapped while a
 // wait was queued, and then the stream reports an illegal address instead of touching it.
 hipError_t Runtime::load_word(const void* address, std::size_t bytes, std::uint64_t* value) const {

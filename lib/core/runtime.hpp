@@ -132,6 +132,11 @@ class alignas(64) Runtime {
   [[nodiscard]] bool in_managed_memory(const void* address, std::size_t bytes) const {
     return managed_.covers(reinterpret_cast<std::uintptr_t>(address), bytes);
   }
+  // Whether a device queue may wait on or write the word itself: not in managed memory (the CUDA
+  // driver refuses stream memory operations there) nor in the application's own host memory, which
+  // a device without pageable-memory access would fault on (a CUDA fault spoils the whole context).
+  // Other words are waited for and written by the stream's host thread.
+  [[nodiscard]] bool queue_may_touch_word(const void* address, std::size_t bytes) const;
   // Single machine words, for stream wait/write value.
   [[nodiscard]] hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) const;
   [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;

@@ -19,6 +19,9 @@
 //      a hipMemsetAsync queued behind one has not run while the gate is closed, a device-wide
 //      synchronisation from another thread does not return until it opens, and it opens when another
 //      stream writes the word.
+//   8. synchronous hipMemset and hipMemcpy wait for the legacy default stream, not for a non-blocking
+//      stream of the application's own: a CUDA kernel spinning there until the host lets it go does
+//      not hold them (a guard thread lets it go after 10 s, and that counts as a failure).
 // Exits 77 (skipped, for meson) only where the CUDA runtime itself sees no device; if it sees one and
 // hipxx does not, that is a failure.
 #include <hipxx/hip_runtime_api.h>
@@ -312,6 +315,47 @@ void device_wait(unsigned flags, std::uint32_t value, std::uint32_t mask, std::u
   HIP(hipFree(word));
 }
 
+__global__ void spin_until_set(const volatile unsigned* flag) {
+  while (*flag == 0) {
+  }
+}
+
+// Step 8.
+void foreign_nonblocking_stream() {
+  constexpr std::size_t kBytes = 4096;
+  unsigned* flag = nullptr;
+  void* buffer = nullptr;
+  cudaStream_t foreign = nullptr;
+  if (!CUDA(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof *flag, cudaHostAllocMapped)) ||
+      !HIP(hipMalloc(&buffer, kBytes)) || !CUDA(cudaStreamCreateWithFlags(&foreign, cudaStreamNonBlocking))) {
+    return;
+  }
+  *static_cast<volatile unsigned*>(flag) = 0;
+  spin_until_set<<<1, 1, 0, foreign>>>(flag);
+  CUDA(cudaGetLastError());
+  std::atomic<bool> returned{false};
+  std::atomic<bool> let_go_by_guard{false};
+  std::thread guard([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!returned.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    let_go_by_guard = !returned.load();
+    *static_cast<volatile unsigned*>(flag) = 1;
+  });
+  std::vector<unsigned char> back(kBytes, 0);
+  HIP(hipMemset(buffer, 0x6b, kBytes));
+  HIP(hipMemcpy(back.data(), buffer, kBytes, hipMemcpyDeviceToHost));
+  returned = true;
+  guard.join();
+  EXPECT(!let_go_by_guard.load());
+  EXPECT(back == std::vector<unsigned char>(kBytes, 0x6b));
+  CUDA(cudaStreamSynchronize(foreign));
+  CUDA(cudaStreamDestroy(foreign));
+  HIP(hipFree(buffer));
+  CUDA(cudaFreeHost(flag));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -413,6 +457,9 @@ int main(int argc, char** argv) {
   } else {
     std::printf("gpu-kernel-check: streams run on %s; step 7 needs device queues\n", hipxxGetStreamEngine());
   }
+
+  // 8. A non-blocking CUDA stream of the application's own does not hold synchronous calls.
+  foreign_nonblocking_stream();
 
   HIP(hipFree(counter));
   HIP(hipMemUnmap(va, size));

@@ -8,7 +8,8 @@
 //   export_fd / import_fd       cuMemExportToShareableHandle / cuMemImportFromShareableHandle
 //   map / unmap                 cuMemMap(va, size, 0, handle, 0) / cuMemUnmap
 //   set_access                  cuMemSetAccess, one descriptor per device granted access (see below)
-//   copy / fill                 cuMemcpy / cuMemsetD8_v2 (unified addressing), then cuCtxSynchronize
+//   copy / fill                 cuMemcpy / cuMemsetD8_v2 (unified addressing), then cuStreamSynchronize
+//                               of the legacy default stream
 //   load_word / store_word      cuMemcpy of one word (the word may be device memory)
 //   synchronize                 cuCtxSynchronize
 //   allocate / deallocate       cuMemAlloc_v2 / cuMemFree_v2
@@ -45,25 +46,6 @@
 #include <vector>
 
 namespace hipxx::backend {
-
-hipError_t cuda::to_hip(CUresult result) noexcept {
-  switch (result) {
-    case cuda::CUDA_SUCCESS: return hipSuccess;
-    case cuda::CUDA_ERROR_INVALID_VALUE: return hipErrorInvalidValue;
-    case cuda::CUDA_ERROR_OUT_OF_MEMORY: return hipErrorOutOfMemory;
-    case cuda::CUDA_ERROR_NOT_INITIALIZED: return hipErrorNotInitialized;
-    case cuda::CUDA_ERROR_NO_DEVICE: return hipErrorNoDevice;
-    case cuda::CUDA_ERROR_INVALID_DEVICE: return hipErrorInvalidDevice;
-    case cuda::CUDA_ERROR_INVALID_HANDLE: return hipErrorInvalidHandle;
-    case cuda::CUDA_ERROR_INVALID_CONTEXT: return hipErrorInvalidContext;
-    case cuda::CUDA_ERROR_ILLEGAL_ADDRESS: return hipErrorIllegalAddress;
-    case cuda::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return hipErrorPeerAccessUnsupported;
-    case cuda::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return hipErrorPeerAccessAlreadyEnabled;
-    case cuda::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return hipErrorPeerAccessNotEnabled;
-    case cuda::CUDA_ERROR_NOT_SUPPORTED: return hipErrorNotSupported;
-    default: return hipErrorUnknown;
-  }
-}
 
 namespace {
 
@@ -374,7 +356,7 @@ class CudaBackend final : public Backend {
   // The books assume that a copy or fill is over when it returns (an unmap, a revocation or a free
   // may follow at once), so both wait for the device. cuMemcpy alone would not: device-to-device and
   // pageable host-to-device copies may still be in flight.
-  // cuMemcpy / cuMemsetD8 on the legacy default stream, then the context: the runtime's
+  // cuMemcpy / cuMemsetD8 on the legacy default stream, then that stream: the runtime's
   // synchronous copies when its streams are idle, ordered after kernels other code put on the legacy
   // stream. A stream's host thread calls these for work its queue could not take, while later work
   // of that stream (perhaps a blocking one, or the legacy one) is held back on the host: they then
@@ -385,7 +367,7 @@ class CudaBackend final : public Backend {
     if (const CUresult result = api_.cuMemcpy(address_of(dst), address_of(src), bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
-    return to_hip(api_.cuCtxSynchronize());
+    return finish_legacy_stream();
   }
 
   hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
@@ -401,7 +383,7 @@ class CudaBackend final : public Backend {
     if (const CUresult result = api_.cuMemsetD8_v2(address_of(dst), value, bytes); result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
-    return to_hip(api_.cuCtxSynchronize());
+    return finish_legacy_stream();
   }
 
   // The word may be device memory, which the host cannot dereference, so it moves by a copy: one
@@ -515,7 +497,7 @@ class CudaBackend final : public Backend {
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
-    return to_hip(api_.cuCtxSynchronize());
+    return finish_legacy_stream();
   }
 
   hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device) override {
@@ -703,7 +685,7 @@ class CudaBackend final : public Backend {
           result != cuda::CUDA_SUCCESS) {
         return to_hip(result);
       }
-      return to_hip(api_.cuCtxSynchronize());
+      return finish_legacy_stream();
     }
     return side_copy(dst, src, bytes);
   }
@@ -749,6 +731,15 @@ class CudaBackend final : public Backend {
       done += piece;
     }
     return hipSuccess;
+  }
+
+  // Waits for what the calling thread just put on the legacy default stream (and, by that stream's
+  // rules, for the blocking streams' earlier work), not for the whole context: a non-blocking stream
+  // of the application's own (a kernel waiting for the host, say) is none of a synchronous copy's
+  // business, as in HIP. Without the stream entry points, the context.
+  hipError_t finish_legacy_stream() {
+    if (queue_api_) return to_hip(queue_api_->cuStreamSynchronize(cuda::CU_STREAM_LEGACY));
+    return to_hip(api_.cuCtxSynchronize());
   }
 
   [[nodiscard]] bool use_side_stream() const noexcept {
