@@ -4,6 +4,8 @@
 // means (a new allocation, or one fetched from the exporter) is theirs to say.
 #pragma once
 
+#include "core/rollback.hpp"
+
 #include <hipxx/hip_runtime_api.h>
 
 #include <concepts>
@@ -31,16 +33,19 @@ class ChunkUsers {
   template <BackChunk Back, LetGoChunk LetGo>
   [[nodiscard]] hipError_t add(std::uint64_t offset, std::uint64_t bytes, Back&& back, LetGo&& let_go) {
     const Span span = span_of(offset, bytes);
-    for (std::size_t chunk = span.first; chunk <= span.last; ++chunk) {
-      if (users_[chunk] > 0) continue;
-      if (const hipError_t error = back(chunk); error != hipSuccess) {
-        for (std::size_t undo = span.first; undo < chunk; ++undo) {
-          if (users_[undo] == 0) let_go(undo);
-        }
-        return error;
+    std::size_t chunk = span.first;
+    // Those backed before a chunk that failed, whether back() returned the failure or threw it.
+    Rollback let_go_backed{[&] {
+      for (std::size_t undo = span.first; undo < chunk; ++undo) {
+        if (users_[undo] == 0) let_go(undo);
       }
+    }};
+    for (; chunk <= span.last; ++chunk) {
+      if (users_[chunk] > 0) continue;
+      if (const hipError_t error = back(chunk); error != hipSuccess) return error;
     }
-    for (std::size_t chunk = span.first; chunk <= span.last; ++chunk) {
+    let_go_backed.keep();
+    for (chunk = span.first; chunk <= span.last; ++chunk) {
       if (users_[chunk]++ == 0) ++backed_;
     }
     return hipSuccess;

@@ -1,4 +1,5 @@
 #include "core/imported_pool.hpp"
+#include "core/rollback.hpp"
 
 #include "core/runtime.hpp"
 
@@ -59,8 +60,10 @@ hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, const PoolDes
       error != hipSuccess) {
     return error;
   }
+  Rollback unreserve{[&] { (void)runtime.free_reservation(base, static_cast<std::size_t>(total), Holder::runtime); }};
   *out =
       std::make_shared<ImportedPool>(runtime, std::move(channel), description, reinterpret_cast<std::uintptr_t>(base));
+  unreserve.keep();
   return hipSuccess;
 }
 
@@ -127,16 +130,18 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
   fd.reset();
   const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
   void* const at = chunk_address(chunk);
-  // map() refuses an allocation whose size is known and differs from the chunk's.
-  hipError_t error = runtime_.map(at, bytes, 0, handle, 0, Holder::runtime);
-  // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not.
-  (void)runtime_.release(handle);
-  if (error != hipSuccess) return error;
-  error = runtime_.set_access(at, bytes, access_.list(), Holder::runtime);
-  if (error != hipSuccess) {
-    (void)runtime_.unmap(at, bytes, Holder::runtime);
-    return error;
+  hipError_t error = hipSuccess;
+  {
+    // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not,
+    // whether the map returns, fails or throws.
+    const Rollback release{[&] { (void)runtime_.release(handle); }};
+    // map() refuses an allocation whose size is known and differs from the chunk's.
+    error = runtime_.map(at, bytes, 0, handle, 0, Holder::runtime);
   }
+  if (error != hipSuccess) return error;
+  Rollback unmap{[&] { (void)runtime_.unmap(at, bytes, Holder::runtime); }};
+  if (error = runtime_.set_access(at, bytes, access_.list(), Holder::runtime); error != hipSuccess) return error;
+  unmap.keep();
   return hipSuccess;
 }
 

@@ -1,9 +1,11 @@
 #include "core/memory_pool.hpp"
+#include "core/rollback.hpp"
 
 #include "core/runtime.hpp"
 
 #include <algorithm>
 #include <bit>
+#include <new>
 #include <optional>
 
 namespace hipxx::core {
@@ -167,7 +169,9 @@ hipError_t MemoryPool::create(Runtime& runtime, const hipMemPoolProps& propertie
     // Only an address range was asked for: one that cannot be had means a maxSize beyond reach.
     return properties.maxSize != 0 ? hipErrorInvalidValue : error;
   }
+  Rollback unreserve{[&] { (void)runtime.free_reservation(base, virtual_bytes, Holder::runtime); }};
   *out = std::make_shared<MemoryPool>(runtime, properties, chunk_bytes, virtual_bytes, base);
+  unreserve.keep();
   return hipSuccess;
 }
 
@@ -199,6 +203,7 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
   // Never fits, and would overflow the size classes.
   if (bytes > virtual_bytes_) return hipErrorOutOfMemory;
   const std::size_t size_class = class_of(bytes);
+  PoolUsage::enroll_calling_thread();
   StreamFreeList& own = free_list_of(stream);
   std::optional<std::uintptr_t> offset = take_newest(own, size_class);
   if (!offset) {
@@ -270,9 +275,7 @@ hipError_t MemoryPool::allocate_locked(std::size_t size_class, StreamFreeList& o
   // Free blocks of other sizes kept for reuse may hold the range or the memory this one needs:
   // those no stream can still touch go, as a trim would let them, and the carve is tried again.
   if (error == hipErrorOutOfMemory && trim_locked(0)) error = carve(block_bytes(size_class), offset);
-  if (error != hipSuccess) return error;
-  live_.prepare(*offset);
-  return hipSuccess;
+  return error;
 }
 
 bool MemoryPool::take_from_other_streams(std::size_t size_class, const std::shared_ptr<Stream>& stream,
@@ -312,10 +315,28 @@ bool MemoryPool::take_from_other_streams(std::size_t size_class, const std::shar
 }
 
 void MemoryPool::adopt_lists_of_destroyed_streams() {
+  const auto adoptable = [](const std::unique_ptr<StreamFreeList>& list) {
+    return !list->immortal && list->owner.expired();
+  };
+  // Its stream finished all of its work before going, so the blocks are free for anyone. Room for
+  // them first: past this point nothing allocates, so a lack of memory leaves every list as it was.
+  std::vector<StreamFreeList*> adopting;
+  std::array<std::size_t, kClassCount> blocks{};
+  for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
+    if (!adoptable(list)) continue;
+    adopting.push_back(list.get());
+    // The lock orders this after the last free pushed onto the list.
+    std::lock_guard lock{list->lock};
+    for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
+      blocks[size_class] += list->by_class[size_class].size();
+    }
+  }
+  if (adopting.empty()) return;
+  for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
+    unowned_[size_class].reserve(unowned_[size_class].size() + blocks[size_class]);
+  }
   std::erase_if(free_lists_, [&](const std::unique_ptr<StreamFreeList>& list) {
-    if (list->immortal || !list->owner.expired()) return false;
-    // Its stream finished all of its work before going, so the blocks are free for anyone. The
-    // lock orders this after the last free pushed onto the list.
+    if (std::find(adopting.begin(), adopting.end(), list.get()) == adopting.end()) return false;
     std::lock_guard lock{list->lock};
     for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
       for (const StreamFreeList::Block& block : list->by_class[size_class])
@@ -328,23 +349,42 @@ void MemoryPool::adopt_lists_of_destroyed_streams() {
 bool MemoryPool::free(std::uintptr_t address, const std::shared_ptr<Stream>& stream) {
   if (!owns(address)) return false;
   const std::uintptr_t offset = address - base_;
-  const std::optional<std::size_t> size_class = live_.take(offset);
+  const std::optional<std::size_t> size_class = stream ? free_to_stream(offset, stream) : free_to_pool(offset);
   if (!size_class) return false;
-  if (stream) {
-    StreamFreeList& own = free_list_of(stream);
-    // The block is reused once the stream reaches this point, which the queue must then mark.
-    stream->mark_tail();
-    const std::uint64_t point = stream->tail();
-    std::lock_guard lock{own.lock};
-    own.by_class[*size_class].push_back({.offset = offset, .point = point});
-  } else {
-    std::lock_guard lock{mutex_};
-    unowned_[*size_class].push_back(offset);
-  }
   // Last, and with release: once drained() sees the pool empty, the block is where
   // pending_free_streams() looks.
   usage_.remove(block_bytes(*size_class));
   return true;
+}
+
+// Both make room in the list the block goes to before it stops being live, so that a lack of memory
+// leaves it live (and the free refused) rather than neither live nor listed.
+std::optional<std::size_t> MemoryPool::free_to_stream(std::uintptr_t offset, const std::shared_ptr<Stream>& stream) {
+  const std::optional<std::size_t> live_class = live_.find(offset);
+  if (!live_class) return std::nullopt;
+  StreamFreeList& own = free_list_of(stream);
+  {
+    std::lock_guard lock{own.lock};
+    own.by_class[*live_class].reserve(own.by_class[*live_class].size() + 1);
+  }
+  const std::optional<std::size_t> size_class = live_.take(offset);
+  if (!size_class) return std::nullopt;
+  // The block is reused once the stream reaches this point, which the queue must then mark.
+  stream->mark_tail();
+  const std::uint64_t point = stream->tail();
+  std::lock_guard lock{own.lock};
+  own.by_class[*size_class].push_back({.offset = offset, .point = point});
+  return size_class;
+}
+
+std::optional<std::size_t> MemoryPool::free_to_pool(std::uintptr_t offset) {
+  const std::optional<std::size_t> live_class = live_.find(offset);
+  if (!live_class) return std::nullopt;
+  std::lock_guard lock{mutex_};
+  unowned_[*live_class].reserve(unowned_[*live_class].size() + 1);
+  const std::optional<std::size_t> size_class = live_.take(offset);
+  if (size_class) unowned_[*size_class].push_back(offset);
+  return size_class;
 }
 
 std::vector<std::shared_ptr<Stream>> MemoryPool::pending_free_streams() const {
@@ -363,10 +403,13 @@ std::vector<std::shared_ptr<Stream>> MemoryPool::pending_free_streams() const {
   return pending;
 }
 
+// Nothing that can fail comes after the chunks are backed: the block's page of the live table is
+// made first, and the hole's remainder reuses the hole's own nodes.
 hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
   const auto hole = holes_by_size_.lower_bound({bytes, 0});
   if (hole == holes_by_size_.end()) return hipErrorOutOfMemory;
   const auto [hole_bytes, hole_offset] = *hole;
+  live_.prepare(hole_offset);
   if (const hipError_t error = chunks_.add(
           hole_offset, bytes, [this](std::size_t chunk) { return map_chunk(chunk); },
           [this](std::size_t chunk) { unmap_chunk(chunk); });
@@ -374,36 +417,64 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
     return error;
   }
   attributes_.reserved_high = std::max<std::uint64_t>(attributes_.reserved_high, chunks_.backed_bytes());
-  holes_by_size_.erase(hole);
-  holes_.erase(hole_offset);
-  if (hole_bytes > bytes) add_hole(hole_offset + bytes, hole_bytes - bytes);
+  auto by_size = holes_by_size_.extract(hole);
+  auto by_offset = holes_.extract(hole_offset);
+  if (hole_bytes > bytes) {
+    by_size.value() = {hole_bytes - bytes, hole_offset + bytes};
+    by_offset.key() = hole_offset + bytes;
+    by_offset.mapped() = hole_bytes - bytes;
+    holes_by_size_.insert(std::move(by_size));
+    holes_.insert(std::move(by_offset));
+  }
   *offset = hole_offset;
   return hipSuccess;
 }
 
+// The hole first: if it cannot be booked, the block stays carved and backed, as it was.
 void MemoryPool::uncarve(std::uintptr_t offset, std::size_t bytes) {
-  chunks_.remove(offset, bytes, [this](std::size_t chunk) { unmap_chunk(chunk); });
   add_hole(offset, bytes);
+  chunks_.remove(offset, bytes, [this](std::size_t chunk) { unmap_chunk(chunk); });
 }
 
+// All or nothing: a neighbouring hole's nodes are reused for the merged one; only a hole with no
+// neighbour allocates, and then before anything changes.
 void MemoryPool::add_hole(std::uintptr_t offset, std::size_t bytes) {
-  auto next = holes_.lower_bound(offset);
-  if (next != holes_.end() && next->first == offset + bytes) {
-    bytes += next->second;
-    holes_by_size_.erase({next->second, next->first});
-    next = holes_.erase(next);
+  const auto next = holes_.lower_bound(offset);
+  const bool joins_next = next != holes_.end() && next->first == offset + bytes;
+  const bool joins_previous = next != holes_.begin() && std::prev(next)->first + std::prev(next)->second == offset;
+  if (!joins_next && !joins_previous) {
+    const auto added = holes_.emplace(offset, bytes).first;
+    Rollback unbook{[&] { holes_.erase(added); }};
+    holes_by_size_.emplace(bytes, offset);
+    unbook.keep();
+    return;
   }
-  if (next != holes_.begin()) {
+  std::uintptr_t start = offset;
+  std::size_t total = bytes;
+  decltype(holes_)::node_type by_offset;
+  decltype(holes_by_size_)::node_type by_size;
+  if (joins_previous) {
     const auto previous = std::prev(next);
-    if (previous->first + previous->second == offset) {
-      holes_by_size_.erase({previous->second, previous->first});
-      offset = previous->first;
-      bytes += previous->second;
-      holes_.erase(previous);
+    start = previous->first;
+    total += previous->second;
+    by_size = holes_by_size_.extract({previous->second, previous->first});
+    by_offset = holes_.extract(previous);
+  }
+  if (joins_next) {
+    total += next->second;
+    if (by_offset.empty()) {
+      by_size = holes_by_size_.extract({next->second, next->first});
+      by_offset = holes_.extract(next);
+    } else {
+      holes_by_size_.erase({next->second, next->first});
+      holes_.erase(next);
     }
   }
-  holes_.emplace(offset, bytes);
-  holes_by_size_.emplace(bytes, offset);
+  by_offset.key() = start;
+  by_offset.mapped() = total;
+  by_size.value() = {total, start};
+  holes_.insert(std::move(by_offset));
+  holes_by_size_.insert(std::move(by_size));
 }
 
 hipError_t MemoryPool::map_chunk(std::size_t chunk) {
@@ -417,16 +488,18 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
     return error;
   }
   void* at = reinterpret_cast<void*>(base_ + chunk * chunk_bytes_);
-  hipError_t error = runtime_.map(at, chunk_bytes_, 0, handle, 0, Holder::runtime);
-  // The mapping keeps the physical memory alive; the pool needs no handle of its own.
-  (void)runtime_.release(handle);
-  if (error != hipSuccess) return error;
-  const std::vector<hipMemAccessDesc> access = access_.list();
-  error = runtime_.set_access(at, chunk_bytes_, access, Holder::runtime);
-  if (error != hipSuccess) {
-    (void)runtime_.unmap(at, chunk_bytes_, Holder::runtime);
-    return error;
+  hipError_t error = hipSuccess;
+  {
+    // The mapping keeps the physical memory alive; the pool needs no handle of its own, whether
+    // the map returns, fails or throws.
+    const Rollback release{[&] { (void)runtime_.release(handle); }};
+    error = runtime_.map(at, chunk_bytes_, 0, handle, 0, Holder::runtime);
   }
+  if (error != hipSuccess) return error;
+  Rollback unmap{[&] { (void)runtime_.unmap(at, chunk_bytes_, Holder::runtime); }};
+  const std::vector<hipMemAccessDesc> access = access_.list();
+  if (error = runtime_.set_access(at, chunk_bytes_, access, Holder::runtime); error != hipSuccess) return error;
+  unmap.keep();
   return hipSuccess;
 }
 
@@ -450,7 +523,32 @@ bool MemoryPool::trim_locked(std::size_t keep_bytes) {
     StreamFreeList* list = nullptr;  // null: unowned
     std::uint64_t point = 0;
   };
+  // Blocks go back where they came from, into room their lists still have, if anything throws
+  // from here on: those collected so far while collecting, or from the one whose uncarve threw (an
+  // uncarve that throws leaves its block carved). A stream's list may have used its room for frees
+  // meanwhile: a block that then finds no room stays out of every list, its range lost to the pool
+  // until it is destroyed, but never handed out twice.
   std::vector<Releasable> releasable;
+  const auto keep = [&](const Releasable& block) {
+    if (block.list == nullptr) {
+      unowned_[block.size_class].push_back(block.offset);
+    } else {
+      std::lock_guard list_lock{block.list->lock};
+      block.list->by_class[block.size_class].push_back({.offset = block.offset, .point = block.point});
+    }
+  };
+  std::size_t next = 0;
+  Rollback keep_the_rest{[&] {
+    for (; next < releasable.size(); ++next) {
+      try {
+        keep(releasable[next]);
+      } catch (const std::bad_alloc&) {
+      }
+    }
+  }};
+  std::size_t unowned_count = 0;
+  for (const std::vector<std::uintptr_t>& blocks : unowned_) unowned_count += blocks.size();
+  releasable.reserve(unowned_count);
   for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
     for (const std::uintptr_t offset : unowned_[size_class]) releasable.push_back({offset, size_class, nullptr, 0});
     unowned_[size_class].clear();
@@ -458,6 +556,10 @@ bool MemoryPool::trim_locked(std::size_t keep_bytes) {
   for (const std::unique_ptr<StreamFreeList>& list : free_lists_) {
     const std::shared_ptr<Stream> freeing = list->freeing_stream();
     std::lock_guard list_lock{list->lock};
+    // Room for all of the list's blocks before any leaves it, so that none is taken half-way.
+    std::size_t listed = 0;
+    for (const std::vector<StreamFreeList::Block>& blocks : list->by_class) listed += blocks.size();
+    releasable.reserve(releasable.size() + listed);
     for (std::size_t size_class = 0; size_class < kClassCount; ++size_class) {
       std::erase_if(list->by_class[size_class], [&](const StreamFreeList::Block& block) {
         if (freeing && !freeing->reached(block.point)) return false;
@@ -470,20 +572,19 @@ bool MemoryPool::trim_locked(std::size_t keep_bytes) {
   std::sort(releasable.begin(), releasable.end(),
             [](const Releasable& left, const Releasable& right) { return left.offset > right.offset; });
   bool released_any = false;
-  for (const Releasable& block : releasable) {
+  for (; next < releasable.size(); ++next) {
+    const Releasable& block = releasable[next];
     const std::size_t bytes = block_bytes(block.size_class);
     const std::uint64_t reserved = chunks_.backed_bytes();
     // The pool keeps at least `keep_bytes` reserved; what stays goes back where it came from.
     if (reserved > keep_bytes && reserved - chunks_.bytes_let_go_by(block.offset, bytes) >= keep_bytes) {
       uncarve(block.offset, bytes);
       released_any = true;
-    } else if (block.list == nullptr) {
-      unowned_[block.size_class].push_back(block.offset);
     } else {
-      std::lock_guard list_lock{block.list->lock};
-      block.list->by_class[block.size_class].push_back({.offset = block.offset, .point = block.point});
+      keep(block);
     }
   }
+  keep_the_rest.keep();
   return released_any;
 }
 

@@ -197,6 +197,9 @@ class MemoryPool {
                                              PoolGrant* grant, std::uintptr_t* offset);
   [[nodiscard]] bool usable_by(const std::shared_ptr<Stream>& stream, const Stream& freeing, std::uint64_t point) const;
   void adopt_lists_of_destroyed_streams();
+  // The two ends of free(): the block onto the stream's list, or (no stream) the pool's own.
+  [[nodiscard]] std::optional<std::size_t> free_to_stream(std::uintptr_t offset, const std::shared_ptr<Stream>& stream);
+  [[nodiscard]] std::optional<std::size_t> free_to_pool(std::uintptr_t offset);
   [[nodiscard]] hipError_t carve(std::size_t bytes, std::uintptr_t* offset);
   // Whether any kept block went back to the pool's free range.
   [[nodiscard]] bool trim_locked(std::size_t keep_bytes);

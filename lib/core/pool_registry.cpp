@@ -1,8 +1,10 @@
 #include "core/pool_registry.hpp"
+#include "core/rollback.hpp"
 
 #include "core/runtime.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace hipxx::core {
 namespace {
@@ -45,15 +47,21 @@ void PoolRegistry::publish_current_locked(int device) {
 // pool alive until they have run it, as the last owners.
 void PoolRegistry::retire(const std::shared_ptr<MemoryPool>& pool) {
   for (const std::shared_ptr<Stream>& stream : pool->pending_free_streams()) {
-    stream->enqueue([pool] { return hipSuccess; });
+    try {
+      stream->enqueue([pool] { return hipSuccess; });
+    } catch (const std::bad_alloc&) {
+      stream->synchronize();  // no memory to hand the stream the pool: its work is waited for here
+    }
   }
 }
 
 hipMemPool_t PoolRegistry::add_locked(std::shared_ptr<MemoryPool> pool) {
   const std::uintptr_t id = next_id_;
   next_id_ += kIdStep;
-  by_address_.emplace(pool->base(), pool);
+  const auto listed = by_address_.emplace(pool->base(), pool).first;
+  Rollback unlist{[&] { by_address_.erase(listed); }};
   named_.emplace(id, std::move(pool));
+  unlist.keep();
   return reinterpret_cast<hipMemPool_t>(id);
 }
 

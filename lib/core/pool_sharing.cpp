@@ -3,10 +3,12 @@
 #include "core/imported_pool.hpp"
 #include "core/memory_pool.hpp"
 #include "core/pool_broker.hpp"
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 #include <bit>
 #include <climits>
+#include <new>
 
 namespace hipxx::core {
 namespace {
@@ -171,14 +173,15 @@ hipError_t PoolSharing::import_pointer(void** ptr, hipMemPool_t pool, const hipM
   hipError_t result = hipSuccess;
   if (!import_again(address, wanted.size, &result)) {
     if (const hipError_t error = source->acquire(wanted.offset, wanted.size); error != hipSuccess) return error;
-    // Another thread may have imported the same pointer meanwhile: then this call's chunk users go.
-    if (import_again(address, wanted.size, &result)) {
-      source->release(wanted.offset, wanted.size);
-    } else {
+    // Another thread may have imported the same pointer meanwhile: then this call's chunk users go;
+    // and so they do if the pointer cannot be booked.
+    Rollback let_go{[&] { source->release(wanted.offset, wanted.size); }};
+    if (!import_again(address, wanted.size, &result)) {
       std::lock_guard lock{import_mutex_};
       pointers_.emplace(address,
                         ImportedPointer{.pool = source, .offset = wanted.offset, .size = wanted.size, .imports = 1});
       pointer_count_.store(pointers_.size(), std::memory_order_release);
+      let_go.keep();
     }
   }
   if (result == hipSuccess) *ptr = reinterpret_cast<void*>(address);
@@ -200,11 +203,18 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
   if (stream) {
     // Unmapped when the stream reaches the free, after every use queued before it; the task holds
     // the pool, so its mirror stays even if hipMemPoolDestroy unnames it first.
-    runtime_.streams().enqueue(*stream, [pool = std::move(freed.pool), offset = freed.offset, size = freed.size] {
-      pool->release(offset, size);
+    try {
+      runtime_.streams().enqueue(*stream, [pool = freed.pool, offset = freed.offset, size = freed.size] {
+        pool->release(offset, size);
+        return hipSuccess;
+      });
       return hipSuccess;
-    });
-    return hipSuccess;
+    } catch (const std::bad_alloc&) {
+      // No memory to queue the free: the stream's work is waited for here, and the chunks go now.
+      stream->synchronize();
+      freed.pool->release(freed.offset, freed.size);
+      return hipSuccess;
+    }
   }
   // Like hipFree of pool memory: queued work of the device that may still use it finishes first.
   (void)runtime_.streams().synchronize_device(freed.pool->device());

@@ -62,6 +62,8 @@ std::size_t thread_shard() {
 
 }  // namespace
 
+void PoolUsage::enroll_calling_thread() { (void)thread_shard(); }
+
 void PoolUsage::add(std::uint64_t bytes) {
   Shard& shard = shards_[thread_shard()];
   // Only this thread (or the few sharing its index) writes here, so the line stays in this core's

@@ -36,6 +36,9 @@ namespace hipxx::core {
 
 class PoolUsage {
  public:
+  // Gives the calling thread its shard (which allocates, the first time): called before anything
+  // an allocation changes, so that add() cannot fail once a block is taken.
+  static void enroll_calling_thread();
   // Allocation and free of `bytes` by the calling thread.
   void add(std::uint64_t bytes);
   // Release: whoever later sees the pool drained also sees what the freeing thread did before.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <string_view>
 
 namespace hipxx::core {
@@ -363,7 +364,12 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
     target->wait_for_room();
-    target->enqueue_wait(grant.wait_stream, grant.wait_point);
+    try {
+      target->enqueue_wait(grant.wait_stream, grant.wait_point);
+    } catch (const std::bad_alloc&) {
+      // No memory to queue the wait: the free is waited for here, and the block is the caller's.
+      grant.wait_stream->wait_for(grant.wait_point);
+    }
   }
   *ptr = reinterpret_cast<void*>(grant.address);
   return hipSuccess;

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <mutex>
+#include <new>
 #include <optional>
 
 namespace hipxx::core {
@@ -161,7 +162,15 @@ hipError_t Runtime::map(void* ptr, std::size_t size, std::size_t offset, hipMemG
     if (direct.call(direct.context, ptr, size, physical.value) == 0) return hipSuccess;
     lock = std::unique_lock{mutex_};
   }
-  if (const hipError_t error = backend_->map(ptr, size, physical); error != hipSuccess) {
+  // A backend whose own books ran out of memory has not mapped: unbooked as for any refusal.
+  const hipError_t error = [&] {
+    try {
+      return backend_->map(ptr, size, physical);
+    } catch (const std::bad_alloc&) {
+      return hipErrorOutOfMemory;
+    }
+  }();
+  if (error != hipSuccess) {
     const std::optional<backend::PhysicalHandle> unused =
         unbook_failed_map_locked(*reservation, address, *allocation, size_before);
     lock.unlock();

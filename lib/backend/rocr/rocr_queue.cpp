@@ -141,6 +141,12 @@ class RocrQueue final : public Queue {
     if (pattern == nullptr) return hipErrorNotSupported;  // the host can still fill it
     return add_pieces(*pieces, [&](const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
       auto* const start = static_cast<unsigned char*>(piece.dst);
+      std::size_t blocks = 0;
+      for (std::size_t filled = 0; filled < piece.bytes; ++blocks) {
+        filled += filled == 0 ? std::min(piece.bytes, kFillPatternBytes) : std::min(filled, piece.bytes - filled);
+      }
+      step.held.reserve(step.held.size() + blocks);
+      step.done.reserve(step.done.size() + 1);
       SignalRef last;
       hipError_t result = hipSuccess;
       for (std::size_t filled = 0; filled < piece.bytes;) {
@@ -218,6 +224,7 @@ class RocrQueue final : public Queue {
     return add_step([&](const std::vector<hsa_signal_t>& after, Step& step) {
       SignalRef done = signals_.take(1);
       if (!done) return hipErrorOutOfMemory;
+      step.done.reserve(step.done.size() + 1);
       const hsa_status_t status = api_.hsa_amd_svm_prefetch_async(pages, bytes, support_.agent_for(device),
                                                                   static_cast<std::uint32_t>(after.size()),
                                                                   after.empty() ? nullptr : after.data(), done->get());
@@ -311,14 +318,22 @@ class RocrQueue final : public Queue {
   // One step after all work so far: `start(after, step)` starts its work waiting for the signals
   // `after` and puts those that come down when it is done in step.done. Work already started when
   // start fails part-way stays in the chain, so that later work still waits for it.
+  // The step is in the chain before its work starts, and `start` makes room for the signals it
+  // keeps before it starts anything: a lack of memory never drops the signal of work in flight
+  // (which would go back to the pool and be reused while ROCr still lowers it).
   template <class Start>
   hipError_t add_step(Start&& start) {
     std::lock_guard lock{mutex_};
     retire_locked();
-    Step step{.held = tail_locked()};
-    const hipError_t result = start(handles_of(step.held), step);
-    if (!step.done.empty()) steps_.push_back(std::move(step));
-    return result;
+    Step& step = steps_.emplace_back(Step{.held = tail_locked()});
+    try {
+      const hipError_t result = start(handles_of(step.held), step);
+      if (step.done.empty()) steps_.pop_back();
+      return result;
+    } catch (...) {
+      if (step.done.empty()) steps_.pop_back();
+      throw;
+    }
   }
 
   // One step for the pieces of a copy or fill, each started by `start(piece, after, step)`; the
@@ -327,6 +342,7 @@ class RocrQueue final : public Queue {
   hipError_t add_pieces(const std::vector<CopyPiece>& pieces, StartPiece&& start) {
     if (pieces.empty()) return hipSuccess;
     return add_step([&](const std::vector<hsa_signal_t>& after, Step& step) {
+      step.done.reserve(step.done.size() + pieces.size());
       for (const CopyPiece& piece : pieces) {
         if (const hipError_t started = start(piece, after, step); started != hipSuccess) return started;
       }
@@ -336,6 +352,7 @@ class RocrQueue final : public Queue {
 
   // A copy of one piece after `after`, its signal among the step's.
   hipError_t add_copy(const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
+    step.done.reserve(step.done.size() + 1);
     SignalRef done;
     const hipError_t started = start_copy(piece, after, done);
     if (started == hipSuccess) step.done.push_back(std::move(done));
@@ -411,10 +428,15 @@ class RocrQueue final : public Queue {
     if (!scratch_) return hipErrorOutOfMemory;
     auto* const scratch = static_cast<unsigned char*>(scratch_.get());
     const CopyPiece barrier{.dst = scratch + 4, .src = scratch, .bytes = 4, .engine = support_.agent_for(device_)};
-    if (const hipError_t started = start_copy(barrier, handles_of(after), single); started != hipSuccess) {
+    const std::vector<hsa_signal_t> handles = handles_of(after);
+    // In the chain before the copy starts, as add_step's steps are.
+    Step& step = steps_.emplace_back(Step{.done = {}, .held = std::move(after)});
+    step.done.reserve(1);
+    if (const hipError_t started = start_copy(barrier, handles, single); started != hipSuccess) {
+      steps_.pop_back();
       return started;
     }
-    steps_.push_back(Step{.done = {single}, .held = std::move(after)});
+    step.done.push_back(single);
     return hipSuccess;
   }
 
@@ -428,13 +450,16 @@ class RocrQueue final : public Queue {
     auto handler = std::make_unique<HandlerWork>(std::move(work));
     handler->api = &api_;
     handler->gate = lowered->get();
-    if (const hsa_status_t status =
-            api_.hsa_amd_signal_async_handler(watched->get(), HSA_SIGNAL_CONDITION_LT, 1, &run_handler, handler.get());
+    // In the chain, owning the handler's argument, before ROCr is given it.
+    HandlerWork* const argument = handler.get();
+    steps_.push_back(Step{.done = {lowered}, .held = {std::move(watched)}, .handler = std::move(handler)});
+    if (const hsa_status_t status = api_.hsa_amd_signal_async_handler(
+            steps_.back().held.front()->get(), HSA_SIGNAL_CONDITION_LT, 1, &run_handler, argument);
         status != HSA_STATUS_SUCCESS) {
+      steps_.pop_back();
       return to_hip(status);
     }
-    if (gate != nullptr) *gate = lowered;
-    steps_.push_back(Step{.done = {std::move(lowered)}, .held = {std::move(watched)}, .handler = std::move(handler)});
+    if (gate != nullptr) *gate = std::move(lowered);
     return hipSuccess;
   }
 
