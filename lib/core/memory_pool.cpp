@@ -363,17 +363,15 @@ std::optional<std::size_t> MemoryPool::free_to_stream(std::uintptr_t offset, con
   const std::optional<std::size_t> live_class = live_.find(offset);
   if (!live_class) return std::nullopt;
   StreamFreeList& own = free_list_of(stream);
-  {
-    std::lock_guard lock{own.lock};
-    own.by_class[*live_class].reserve(own.by_class[*live_class].size() + 1);
-  }
-  const std::optional<std::size_t> size_class = live_.take(offset);
-  if (!size_class) return std::nullopt;
   // The block is reused once the stream reaches this point, which the queue must then mark.
   stream->mark_tail();
   const std::uint64_t point = stream->tail();
   std::lock_guard lock{own.lock};
-  own.by_class[*size_class].push_back({.offset = offset, .point = point});
+  std::vector<StreamFreeList::Block>& blocks = own.by_class[*live_class];
+  blocks.reserve(blocks.size() + 1);
+  const std::optional<std::size_t> size_class = live_.take(offset);
+  // Another class only where the application frees a block another thread frees and reallocates.
+  if (size_class) own.by_class[*size_class].push_back({.offset = offset, .point = point});
   return size_class;
 }
 
