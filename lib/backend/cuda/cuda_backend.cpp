@@ -493,6 +493,12 @@ class CudaBackend final : public Backend {
     if (const hipError_t error = bind_calling_thread(); error != hipSuccess) return error;
     if (device != hipCpuDeviceId && !valid(device)) return hipErrorInvalidDevice;
     const CUdevice target = device == hipCpuDeviceId ? cuda::CU_DEVICE_CPU : handle_of(device);
+    // On a stream's host thread, as copies and fills there: the legacy stream could wait for work
+    // of that stream held back behind this prefetch.
+    if (use_side_stream()) {
+      return on_side_stream(
+          [&](cuda::CUstream stream) { return api_.cuMemPrefetchAsync(address_of(ptr), bytes, target, stream); });
+    }
     if (const CUresult result = api_.cuMemPrefetchAsync(address_of(ptr), bytes, target, nullptr);
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
