@@ -5,6 +5,8 @@
 #include <hipxx/fd_passing.hpp>
 #include <hipxx/pool_sharing.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -64,6 +66,7 @@ class Peer {
         reply.status = hipMemPoolGetAttribute(pool(request), hipMemPoolAttrReservedMemCurrent, &reply.value);
         break;
       case Op::cpp_roundtrip: cpp_roundtrip(request, reply); break;
+      case Op::export_pool: export_pool(request, reply); break;
       case Op::exit: break;
     }
     return reply;
@@ -75,6 +78,32 @@ class Peer {
   }
   hipMemPool_t pool(Request const& request) const {
     return request.slot < pools_.size() ? pools_[request.slot] : nullptr;
+  }
+
+  void export_pool(Request const& request, Reply& reply) {
+    hipMemPoolProps props{};
+    props.allocType = hipMemAllocationTypePinned;
+    props.handleTypes = hipMemHandleTypePosixFileDescriptor;
+    props.location = {hipMemLocationTypeDevice, 0};
+    hipMemPool_t pool = nullptr;
+    void* first = nullptr;
+    void* second = nullptr;
+    int fd = -1;
+    pool_test::ExportedPair pair{};
+    reply.status = hipMemPoolCreate(&pool, &props);
+    if (reply.status == hipSuccess) reply.status = hipMallocFromPoolAsync(&first, request.offset, pool, nullptr);
+    if (reply.status == hipSuccess) reply.status = hipMallocFromPoolAsync(&second, request.length, pool, nullptr);
+    if (reply.status == hipSuccess) reply.status = fill(first, 0, request.offset, request.seed);
+    if (reply.status == hipSuccess) reply.status = fill(second, 0, request.length, request.seed + 1);
+    if (reply.status == hipSuccess) reply.status = hipMemPoolExportPointer(&pair.first, first);
+    if (reply.status == hipSuccess) reply.status = hipMemPoolExportPointer(&pair.second, second);
+    if (reply.status == hipSuccess) {
+      reply.status = hipMemPoolExportToShareableHandle(&fd, pool, hipMemHandleTypePosixFileDescriptor, 0);
+    }
+    // A descriptor always follows, so that the test's receive never waits for nothing.
+    hipxx::FileDescriptor const exported{reply.status == hipSuccess ? fd : ::dup(0)};
+    if (!hipxx::send_fd(socket_, exported, pair)) reply.status = -1;
+    if (pool != nullptr) pools_.push_back(pool);
   }
 
   void import_pool(Reply& reply) {

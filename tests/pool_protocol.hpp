@@ -25,6 +25,15 @@ enum class Op : std::uint32_t {
   cpp_roundtrip,  // C++ handles: open the pool (fd that follows, payload = data), import, verify `seed`
                   // over [0, length), write `seed` + 1, drop both; reply.value = mismatches
   exit,  // replies, then exits 0
+  // The other way round: the peer makes an exportable pool with two allocations, of `offset` and
+  // `length` bytes, filled with pattern `seed`, and sends its fd (one send_fd message, payload
+  // ExportedPair) before its reply.
+  export_pool,
+};
+
+struct ExportedPair {
+  hipMemPoolPtrExportData first{};
+  hipMemPoolPtrExportData second{};
 };
 
 struct Request {

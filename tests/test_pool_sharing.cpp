@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/books.hpp"
 #include "support/device_pattern.hpp"
 #include "support/processes.hpp"
 
@@ -136,6 +137,40 @@ class Peer {
     Reply reply{};
     REQUIRE(ipc_test::read_all(socket_.get(), &reply, sizeof reply));
     return reply;
+  }
+
+  // The peer makes and exports a pool with two allocations (`first` and `second` bytes, patterns
+  // `seed` and `seed` + 1); the pool's fd, and both allocations' export data.
+  struct Exported {
+    hipxx::FileDescriptor fd;
+    pool_test::ExportedPair pair;
+  };
+  Exported export_pool(std::uint64_t first, std::uint64_t second, std::uint64_t seed) {
+    Request request{};
+    request.op = Op::export_pool;
+    request.offset = first;
+    request.length = second;
+    request.seed = seed;
+    REQUIRE(ipc_test::write_all(socket_.get(), &request, sizeof request));
+    auto received = hipxx::recv_fd<pool_test::ExportedPair>(socket_);
+    Reply reply{};
+    REQUIRE(ipc_test::read_all(socket_.get(), &reply, sizeof reply));
+    REQUIRE(reply.status == hipSuccess);
+    REQUIRE(received);
+    return {std::move(received.value().fd), received.value().payload};
+  }
+
+  // Stops the peer, and returns once it has stopped; then lets it go on.
+  void stop() {
+    REQUIRE(::kill(pid_, SIGSTOP) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, WUNTRACED) == pid_);
+    REQUIRE(WIFSTOPPED(status));
+  }
+  void go_on() {
+    REQUIRE(::kill(pid_, SIGCONT) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, WCONTINUED) == pid_);
   }
 
   void kill() {
@@ -794,4 +829,31 @@ TEST_CASE("C++ handles: export_handle, export_pointer, ImportedMemPool and Impor
     CHECK(hipxx::ImportedMemPool::open(hipxx::FileDescriptor{}).error() == hipErrorInvalidValue);
   }
   CHECK(allocation.free());
+}
+
+TEST_CASE("an importer whose broker reply was lost (the exporter stopped) maps new chunks again once it goes on") {
+  test_support::LeakCheck leaks;
+  Peer peer;
+  // The second allocation reaches into the pool's second chunk, which nothing has mapped here yet.
+  Peer::Exported exported = peer.export_pool(kMiB, 40 * kMiB, 0x77);
+  hipMemPool_t imported = nullptr;
+  REQUIRE(hipMemPoolImportFromShareableHandle(&imported,
+                                              reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
+                                              hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  void* first = nullptr;
+  REQUIRE(hipMemPoolImportPointer(&first, imported, &exported.pair.first) == hipSuccess);
+  CHECK(mismatches(first, 0, kMiB, 0x77) == 0);
+
+  // Stopped, the exporter does not answer: the import gives up after the broker's timeout.
+  peer.stop();
+  void* second = nullptr;
+  CHECK(hipMemPoolImportPointer(&second, imported, &exported.pair.second) == hipErrorInvalidValue);
+  peer.go_on();
+  // Going on, it answers a new channel: the same import now succeeds, with the exporter's data.
+  REQUIRE(hipMemPoolImportPointer(&second, imported, &exported.pair.second) == hipSuccess);
+  CHECK(mismatches(second, 0, 40 * kMiB, 0x78) == 0);
+
+  CHECK(hipFree(second) == hipSuccess);
+  CHECK(hipFree(first) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
 }

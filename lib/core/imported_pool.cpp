@@ -37,7 +37,7 @@ hipError_t remote_status(std::int32_t status) noexcept {
 
 }  // namespace
 
-hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, const PoolDescription& description,
+hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, OwnedFd exported, const PoolDescription& description,
                                 std::shared_ptr<ImportedPool>* out) {
   const std::uint64_t chunk = description.chunk_bytes;
   const std::uint64_t total = description.virtual_bytes;
@@ -61,17 +61,19 @@ hipError_t ImportedPool::create(Runtime& runtime, OwnedFd channel, const PoolDes
     return error;
   }
   Rollback unreserve{[&] { (void)runtime.free_reservation(base, static_cast<std::size_t>(total), Holder::runtime); }};
-  *out =
-      std::make_shared<ImportedPool>(runtime, std::move(channel), description, reinterpret_cast<std::uintptr_t>(base));
+  *out = std::make_shared<ImportedPool>(runtime, std::move(channel), std::move(exported), description,
+                                        reinterpret_cast<std::uintptr_t>(base));
   unreserve.keep();
   return hipSuccess;
 }
 
-ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescription& description, std::uintptr_t base)
+ImportedPool::ImportedPool(Runtime& runtime, OwnedFd channel, OwnedFd exported, const PoolDescription& description,
+                           std::uintptr_t base)
     : runtime_(runtime),
       description_(description),
       base_(base),
       channel_(std::move(channel)),
+      exported_(std::move(exported)),
       chunks_(chunk_count(), description.chunk_bytes),
       // As a pool made here: read-write from its own device until hipMemPoolSetAccess says otherwise.
       access_(runtime.device_count(), description.device) {}
@@ -89,8 +91,19 @@ bool ImportedPool::accepts(const PointerExportData& data) const noexcept {
          data.offset < description_.virtual_bytes && data.size <= description_.virtual_bytes - data.offset;
 }
 
+// A channel whose reply was lost is closed (its requests and replies are out of step); this opens
+// another through the exporter's socket, for the same pool only.
+bool ImportedPool::reopen_channel() {
+  BrokerReply reply;
+  OwnedFd channel;
+  if (!exported_ || open_channel(exported_.get(), &reply, &channel) != hipSuccess) return false;
+  if (reply.pool.token != description_.token) return false;
+  channel_ = std::move(channel);
+  return true;
+}
+
 hipError_t ImportedPool::fetch_chunk(std::size_t chunk, OwnedFd* fd) {
-  if (!channel_) return hipErrorInvalidValue;
+  if (!channel_ && !reopen_channel()) return hipErrorInvalidValue;
   BrokerRequest request;
   request.op = BrokerOp::chunk;
   request.token = description_.token;

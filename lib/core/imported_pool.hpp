@@ -27,10 +27,12 @@ class Runtime;
 class ImportedPool {
  public:
   // Checks a broker's description of its pool (it may come from anyone) and reserves the mirror.
-  [[nodiscard]] static hipError_t create(Runtime& runtime, OwnedFd channel, const PoolDescription& description,
-                                         std::shared_ptr<ImportedPool>* out);
+  // `exported` is the pool's own copy of the exporter's socket, for opening another channel.
+  [[nodiscard]] static hipError_t create(Runtime& runtime, OwnedFd channel, OwnedFd exported,
+                                         const PoolDescription& description, std::shared_ptr<ImportedPool>* out);
 
-  ImportedPool(Runtime& runtime, OwnedFd channel, const PoolDescription& description, std::uintptr_t base);
+  ImportedPool(Runtime& runtime, OwnedFd channel, OwnedFd exported, const PoolDescription& description,
+               std::uintptr_t base);
   ImportedPool(const ImportedPool&) = delete;
   ImportedPool& operator=(const ImportedPool&) = delete;
   ImportedPool(ImportedPool&&) = delete;
@@ -60,6 +62,7 @@ class ImportedPool {
   [[nodiscard]] void* chunk_address(std::size_t chunk) const noexcept {
     return reinterpret_cast<void*>(base_ + chunk * description_.chunk_bytes);
   }
+  [[nodiscard]] bool reopen_channel();
   [[nodiscard]] hipError_t fetch_chunk(std::size_t chunk, OwnedFd* fd);
   [[nodiscard]] hipError_t map_chunk(std::size_t chunk);
   void unmap_chunk(std::size_t chunk);
@@ -69,7 +72,8 @@ class ImportedPool {
   const std::uintptr_t base_;
 
   mutable std::mutex mutex_;  // also keeps requests and replies on the channel in pairs
-  OwnedFd channel_;  // closed for good once a reply was lost or made no sense
+  OwnedFd channel_;  // closed once a reply was lost or made no sense; the next request opens another
+  OwnedFd exported_;  // to the exporter's broker, where channels are opened
   ChunkUsers chunks_;
   PoolAccess access_;
   std::uint64_t used_bytes_ = 0;

@@ -6,7 +6,10 @@
 #include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
+#include <fcntl.h>
+
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <new>
 
@@ -101,21 +104,16 @@ hipError_t PoolSharing::import_pool(hipMemPool_t* pool, void* shared_handle, hip
   const auto socket = static_cast<int>(bits);
   // Anything but a seqpacket Unix socket (a file, a pipe, a closed descriptor) is no pool handle.
   if (!is_seqpacket_socket(socket)) return hipErrorInvalidValue;
-  const BrokerRequest request;  // open_channel
-  if (!send_message(socket, &request, sizeof request, -1)) return hipErrorInvalidValue;
   BrokerReply reply;
-  int received = -1;
-  if (const hipError_t error = receive_message(socket, &reply, sizeof reply, &received, kBrokerTimeout);
-      error != hipSuccess) {
-    return error;
-  }
-  OwnedFd channel{received};
-  if (reply.magic != kReplyMagic || reply.status != hipSuccess || !channel || !is_seqpacket_socket(channel.get())) {
-    return reply.magic == kReplyMagic && reply.status == hipErrorOutOfMemory ? hipErrorOutOfMemory
-                                                                             : hipErrorInvalidValue;
-  }
+  OwnedFd channel;
+  if (const hipError_t error = open_channel(socket, &reply, &channel); error != hipSuccess) return error;
+  // The pool keeps a socket of its own to the broker, to open another channel should a reply be
+  // lost on this one (an exporter stopped for a while, say).
+  OwnedFd exported{fcntl(socket, F_DUPFD_CLOEXEC, 0)};
+  if (!exported) return errno == EMFILE || errno == ENFILE ? hipErrorOutOfMemory : hipErrorInvalidValue;
   std::shared_ptr<ImportedPool> created;
-  if (const hipError_t error = ImportedPool::create(runtime_, std::move(channel), reply.pool, &created);
+  if (const hipError_t error =
+          ImportedPool::create(runtime_, std::move(channel), std::move(exported), reply.pool, &created);
       error != hipSuccess) {
     return error;
   }

@@ -124,4 +124,21 @@ hipError_t receive_message(int socket, void* data, std::size_t bytes, int* fd,
   }
 }
 
+hipError_t open_channel(int exported, BrokerReply* reply, OwnedFd* channel) noexcept {
+  const BrokerRequest request;  // open_channel
+  if (!send_message(exported, &request, sizeof request, -1)) return hipErrorInvalidValue;
+  int received = -1;
+  if (const hipError_t error = receive_message(exported, reply, sizeof *reply, &received, kBrokerTimeout);
+      error != hipSuccess) {
+    return error;
+  }
+  OwnedFd opened{received};
+  if (reply->magic != kReplyMagic || reply->status != hipSuccess || !opened || !is_seqpacket_socket(opened.get())) {
+    return reply->magic == kReplyMagic && reply->status == hipErrorOutOfMemory ? hipErrorOutOfMemory
+                                                                               : hipErrorInvalidValue;
+  }
+  *channel = std::move(opened);
+  return hipSuccess;
+}
+
 }  // namespace hipxx::core

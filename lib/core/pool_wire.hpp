@@ -125,4 +125,9 @@ class OwnedFd {
 // A connected pair of close-on-exec seqpacket sockets; false (errno set) where none could be made.
 [[nodiscard]] bool seqpacket_pair(OwnedFd* first, OwnedFd* second) noexcept;
 
+// Asks the broker behind `exported` (a pool's exported socket) for a channel of the asker's own:
+// the pool's description comes in `reply`, the channel in `channel`. hipErrorOutOfMemory where the
+// broker had no room for another channel; hipErrorInvalidValue for anything else that went wrong.
+[[nodiscard]] hipError_t open_channel(int exported, BrokerReply* reply, OwnedFd* channel) noexcept;
+
 }  // namespace hipxx::core
