@@ -9,7 +9,6 @@
 
 #include <doctest/doctest.h>
 
-#include "support/books.hpp"
 #include "support/device_pattern.hpp"
 #include "support/processes.hpp"
 
@@ -832,7 +831,6 @@ TEST_CASE("C++ handles: export_handle, export_pointer, ImportedMemPool and Impor
 }
 
 TEST_CASE("an importer whose broker reply was lost (the exporter stopped) maps new chunks again once it goes on") {
-  test_support::LeakCheck leaks;
   Peer peer;
   // The second allocation reaches into the pool's second chunk, which nothing has mapped here yet.
   Peer::Exported exported = peer.export_pool(kMiB, 40 * kMiB, 0x77);

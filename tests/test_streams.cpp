@@ -1876,6 +1876,7 @@ TEST_CASE(
   REQUIRE(hipEventCreate(&elsewhere) == hipSuccess);
   {
     Gate gate;
+    REQUIRE(hipEventRecord(before, failing) == hipSuccess);
     gate.block(failing);
     REQUIRE(hipMemcpyAsync(base, source.data(), bytes, hipMemcpyHostToDevice, failing) == hipSuccess);
     REQUIRE(hipEventRecord(after, failing) == hipSuccess);
@@ -1894,7 +1895,16 @@ TEST_CASE(
   CHECK(hipStreamQuery(healthy) == hipSuccess);
   CHECK(hipEventSynchronize(elsewhere) == hipSuccess);
   CHECK(hipEventQuery(elsewhere) == hipSuccess);
-  CHECK(hipEventSynchronize(before) == hipSuccess);  // never recorded: nothing to report
+  // Recorded before the failing work, an event does not report it.
+  CHECK(hipEventSynchronize(before) == hipSuccess);
+  CHECK(hipEventQuery(before) == hipSuccess);
+  // A callback queued after it gets it as its status, whichever engine runs the callback.
+  CallbackLog log;
+  CallbackTicket ticket{&log, 1};
+  REQUIRE(hipStreamAddCallback(failing, record_callback, &ticket, 0) == hipSuccess);
+  CHECK(hipStreamSynchronize(failing) == hipErrorIllegalAddress);
+  REQUIRE(log.size() == 1);
+  CHECK(log.entries.front().status == hipErrorIllegalAddress);
 
   CHECK(hipStreamDestroy(failing) == hipSuccess);
   CHECK(hipDeviceSynchronize() == hipSuccess);
@@ -1902,6 +1912,42 @@ TEST_CASE(
   CHECK(hipStreamDestroy(healthy) == hipSuccess);
   for (hipEvent_t event : {before, after, elsewhere}) CHECK(hipEventDestroy(event) == hipSuccess);
   CHECK(hipFree(elsewhere_buffer) == hipSuccess);
+  CHECK(hipMemRelease(handle) == hipSuccess);
+  CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+}
+
+TEST_CASE("a synchronous copy that fails reports its failure once: the null stream it ran on is not left failed") {
+  LeakCheck leaks;
+  const std::size_t bytes = TwoMappings::size_for(4096);
+  const hipMemAllocationProp prop = TwoMappings::device_prop();
+  void* base = nullptr;
+  hipMemGenericAllocationHandle_t handle{};
+  REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
+  REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
+  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+  const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  const std::vector<unsigned char> source(bytes, 0x3D);
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  hipError_t copied = hipSuccess;
+  {
+    // The copy waits on the null stream behind the held blocking stream, checked and queued; its
+    // destination is unmapped before it runs.
+    Gate gate;
+    gate.block(blocking);
+    std::thread copier([&] { copied = hipMemcpy(base, source.data(), bytes, hipMemcpyHostToDevice); });
+    CHECK(eventually([] { return hipStreamQuery(nullptr) == hipErrorNotReady; }));
+    CHECK(hipMemUnmap(base, bytes) == hipSuccess);
+    gate.open();
+    copier.join();
+  }
+  CHECK(copied == hipErrorIllegalAddress);
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+  void* other = malloc_device(64);
+  CHECK(hipMemset(other, 1, 64) == hipSuccess);
+  CHECK(hipFree(other) == hipSuccess);
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
   CHECK(hipMemRelease(handle) == hipSuccess);
   CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
 }

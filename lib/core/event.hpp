@@ -32,11 +32,11 @@ struct EventMarker {
   void wait() const {
     if (const std::shared_ptr<Stream> where = owner()) where->wait_for(sequence);
   }
-  // A failure of the stream's work, which an event recorded on it reports once reached, as its
+  // A failure of the stream's work up to the record, which the event reports once reached, as its
   // stream's synchronize does. A destroyed stream's failures went with it.
   [[nodiscard]] hipError_t failure() const {
     const std::shared_ptr<Stream> where = owner();
-    return where ? where->status() : hipSuccess;
+    return where ? where->failure_through(sequence) : hipSuccess;
   }
 
   Stream* null_stream;

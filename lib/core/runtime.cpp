@@ -218,7 +218,7 @@ hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
   null_stream->wait_for(streams_.enqueue(*null_stream, std::move(work)));
-  return null_stream->status();
+  return hipSuccess;
 }
 
 hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind) {
@@ -232,7 +232,12 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
   hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(device, [&] { return result = copy_now(dst, src, bytes, device); });
+  // The copy's own result goes to the caller, not to the null stream's failures: it is reported
+  // here, once, and later work of the stream is not blamed for it.
+  const hipError_t queued = run_on_null_stream(device, [&] {
+    result = copy_now(dst, src, bytes, device);
+    return hipSuccess;
+  });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 
@@ -250,7 +255,10 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
   }
   hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(device, [&] { return result = fill_now(dst, byte, bytes, device); });
+  const hipError_t queued = run_on_null_stream(device, [&] {  // as copy's
+    result = fill_now(dst, byte, bytes, device);
+    return hipSuccess;
+  });
   return queued != hipSuccess && result == hipSuccess ? queued : result;
 }
 

@@ -270,11 +270,22 @@ bool Stream::idle() const {
 }
 
 hipError_t Stream::status() const {
-  {
-    std::lock_guard lock{mutex_};
-    if (status_ != hipSuccess) return status_;
+  if (const hipError_t failed = failure_.load(std::memory_order_acquire); failed != hipSuccess) return failed;
+  return queue_ ? queue_->fault() : hipSuccess;
+}
+
+hipError_t Stream::failure_through(std::uint64_t sequence) const {
+  if (const hipError_t failed = failure_.load(std::memory_order_acquire);
+      failed != hipSuccess && failed_at_.load(std::memory_order_relaxed) <= sequence) {
+    return failed;
   }
   return queue_ ? queue_->fault() : hipSuccess;
+}
+
+void Stream::note_failure(hipError_t result, std::uint64_t sequence) {
+  if (result == hipSuccess || failure_.load(std::memory_order_relaxed) != hipSuccess) return;
+  failed_at_.store(sequence, std::memory_order_relaxed);
+  failure_.store(result, std::memory_order_release);
 }
 
 void Stream::wait_for_room() {
@@ -322,7 +333,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
       work_done_.notify_all();
       return true;
     }
-    if (queued != hipErrorNotSupported) status_ = queued;  // and the host form runs in its place
+    if (queued != hipErrorNotSupported) note_failure(queued, task.sequence);  // and the host form runs in its place
   }
   lock.unlock();
   // Without a device queue, tasks run in order on this thread, so the one before has completed.
@@ -339,7 +350,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
     return false;
   }
   lock.lock();
-  if (result != hipSuccess) status_ = result;
+  note_failure(result, task.sequence);
   if (queue_) {
     device_tail_ = task.sequence;
     marked_ = task.sequence;

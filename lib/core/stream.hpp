@@ -105,8 +105,11 @@ class Stream {
   [[nodiscard]] std::uint64_t tail() const;
   [[nodiscard]] bool idle() const;
   void synchronize() const { wait_for(tail()); }
-  // The status of the last task that failed, or hipSuccess.
+  // The first failure of the stream's work (or its device queue's fault), or hipSuccess.
   [[nodiscard]] hipError_t status() const;
+  // The failure of work numbered up to `sequence`, if any: an event recorded before the failing
+  // work does not report it. A device queue's fault, whose work number is not known, counts.
+  [[nodiscard]] hipError_t failure_through(std::uint64_t sequence) const;
 
   // Stream-order knowledge for the pool allocator: work queued here from now on runs after
   // `other` reached `point` (an event wait or a null-stream barrier put that in the queue).
@@ -167,6 +170,8 @@ class Stream {
   // With a device queue: the host waits until the queue marked `sequence`.
   void wait_on_queue(std::uint64_t sequence) const;
   [[nodiscard]] std::uint64_t next_sequence();
+  // Under mutex_ (the stream's thread, running a task): keeps the first failure.
+  void note_failure(hipError_t result, std::uint64_t sequence);
   [[nodiscard]] std::uint64_t sequence_after_tail() const noexcept {
     return enqueued_.load(std::memory_order_relaxed) + 1;
   }
@@ -196,7 +201,10 @@ class Stream {
   // With a device queue, completion is the queue's progress word and completed_ is unused.
   std::atomic<std::uint64_t> enqueued_{0};
   std::atomic<std::uint64_t> completed_{0};
-  hipError_t status_ = hipSuccess;
+  // The first failure of the stream's own work, and the number of the work that failed; read
+  // without the lock (by callbacks on a driver's thread, among others). Set once.
+  std::atomic<hipError_t> failure_{hipSuccess};
+  std::atomic<std::uint64_t> failed_at_{0};
   bool stopping_ = false;
   std::thread worker_;
 };
