@@ -152,9 +152,9 @@ hipError_t enqueue_host_work(Runtime& runtime, Stream& target, Call call) {
       target,
       [raw, call](hipxx::backend::Queue& queue, std::uint64_t sequence) {
         // The queue's fault, or else a failure of the stream's work before this call that ran on
-        // the stream's thread (read without locks: this runs on a driver's thread).
+        // the stream's thread (read without locks or driver calls: this runs on a driver's thread).
         const auto with_stream_failure = [raw, call, sequence](hipError_t status) {
-          call(status != hipSuccess ? status : raw->failure_through(sequence));
+          call(status != hipSuccess ? status : raw->work_failure_through(sequence));
         };
         auto work = std::make_unique<QueuedHostWork<decltype(with_stream_failure)>>(with_stream_failure);
         const hipError_t accepted = queue.host_call(work.get(), sequence);

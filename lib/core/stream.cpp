@@ -274,11 +274,13 @@ hipError_t Stream::status() const {
   return queue_ ? queue_->fault() : hipSuccess;
 }
 
+hipError_t Stream::work_failure_through(std::uint64_t sequence) const noexcept {
+  const hipError_t failed = failure_.load(std::memory_order_acquire);
+  return failed != hipSuccess && failed_at_.load(std::memory_order_relaxed) <= sequence ? failed : hipSuccess;
+}
+
 hipError_t Stream::failure_through(std::uint64_t sequence) const {
-  if (const hipError_t failed = failure_.load(std::memory_order_acquire);
-      failed != hipSuccess && failed_at_.load(std::memory_order_relaxed) <= sequence) {
-    return failed;
-  }
+  if (const hipError_t failed = work_failure_through(sequence); failed != hipSuccess) return failed;
   return queue_ ? queue_->fault() : hipSuccess;
 }
 

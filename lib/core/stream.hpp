@@ -110,6 +110,9 @@ class Stream {
   // The failure of work numbered up to `sequence`, if any: an event recorded before the failing
   // work does not report it. A device queue's fault, whose work number is not known, counts.
   [[nodiscard]] hipError_t failure_through(std::uint64_t sequence) const;
+  // The same without asking the device queue: for a callback the queue's driver runs, which gets
+  // the queue's fault from the driver and may make no driver calls itself (CUDA forbids them).
+  [[nodiscard]] hipError_t work_failure_through(std::uint64_t sequence) const noexcept;
 
   // Stream-order knowledge for the pool allocator: work queued here from now on runs after
   // `other` reached `point` (an event wait or a null-stream barrier put that in the queue).
