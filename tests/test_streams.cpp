@@ -1848,21 +1848,42 @@ TEST_CASE(
   CHECK(walk.holds() > static_cast<std::size_t>(steps / 150));
 }
 
+namespace {
+
+// A page of device 0's memory mapped read-write, which the failure tests unmap themselves (under
+// work queued to use it); released at scope exit.
+struct UnmappedLater {
+  UnmappedLater() {
+    const hipMemAllocationProp prop = TwoMappings::device_prop();
+    REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
+    REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
+    REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+    const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+    REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  }
+  UnmappedLater(const UnmappedLater&) = delete;
+  UnmappedLater& operator=(const UnmappedLater&) = delete;
+  ~UnmappedLater() {
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+  }
+
+  std::size_t bytes = TwoMappings::size_for(4096);
+  void* base = nullptr;
+  hipMemGenericAllocationHandle_t handle{};
+};
+
+}  // namespace
+
 TEST_CASE(
     "work that failed where it ran is reported by its stream's synchronize and query, by events recorded after "
     "it, and by the device's synchronize, until the stream is destroyed") {
   LeakCheck leaks;
   // A copy from the application's memory runs on the stream's host thread on every engine, and
   // checks the destination there: unmapped while the stream was held, it fails without a touch.
-  const std::size_t bytes = TwoMappings::size_for(4096);
-  const hipMemAllocationProp prop = TwoMappings::device_prop();
-  void* base = nullptr;
-  hipMemGenericAllocationHandle_t handle{};
-  REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
-  REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
-  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
-  const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
-  REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  const UnmappedLater mapping;
+  const std::size_t bytes = mapping.bytes;
+  void* const base = mapping.base;
   const std::vector<unsigned char> source(bytes, 0x7E);
   void* elsewhere_buffer = malloc_device(64);
 
@@ -1912,21 +1933,13 @@ TEST_CASE(
   CHECK(hipStreamDestroy(healthy) == hipSuccess);
   for (hipEvent_t event : {before, after, elsewhere}) CHECK(hipEventDestroy(event) == hipSuccess);
   CHECK(hipFree(elsewhere_buffer) == hipSuccess);
-  CHECK(hipMemRelease(handle) == hipSuccess);
-  CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
 }
 
 TEST_CASE("a synchronous copy that fails reports its failure once: the null stream it ran on is not left failed") {
   LeakCheck leaks;
-  const std::size_t bytes = TwoMappings::size_for(4096);
-  const hipMemAllocationProp prop = TwoMappings::device_prop();
-  void* base = nullptr;
-  hipMemGenericAllocationHandle_t handle{};
-  REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
-  REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
-  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
-  const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
-  REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  const UnmappedLater mapping;
+  const std::size_t bytes = mapping.bytes;
+  void* const base = mapping.base;
   const std::vector<unsigned char> source(bytes, 0x3D);
   hipStream_t blocking = make_stream(hipStreamDefault);
   hipError_t copied = hipSuccess;
@@ -1948,6 +1961,4 @@ TEST_CASE("a synchronous copy that fails reports its failure once: the null stre
   CHECK(hipMemset(other, 1, 64) == hipSuccess);
   CHECK(hipFree(other) == hipSuccess);
   CHECK(hipStreamDestroy(blocking) == hipSuccess);
-  CHECK(hipMemRelease(handle) == hipSuccess);
-  CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
 }
