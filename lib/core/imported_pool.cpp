@@ -141,21 +141,7 @@ hipError_t ImportedPool::map_chunk(std::size_t chunk) {
     }
   }
   fd.reset();
-  const auto bytes = static_cast<std::size_t>(description_.chunk_bytes);
-  void* const at = chunk_address(chunk);
-  hipError_t error = hipSuccess;
-  {
-    // The mapping keeps the memory alive; the pool keeps no handle, as the exporter's does not,
-    // whether the map returns, fails or throws.
-    const Rollback release{[&] { (void)runtime_.release(handle); }};
-    // map() refuses an allocation whose size is known and differs from the chunk's.
-    error = runtime_.map(at, bytes, 0, handle, 0, Holder::runtime);
-  }
-  if (error != hipSuccess) return error;
-  Rollback unmap{[&] { (void)runtime_.unmap(at, bytes, Holder::runtime); }};
-  if (error = runtime_.set_access(at, bytes, access_.list(), Holder::runtime); error != hipSuccess) return error;
-  unmap.keep();
-  return hipSuccess;
+  return access_.map_chunk(runtime_, chunk_address(chunk), static_cast<std::size_t>(description_.chunk_bytes), handle);
 }
 
 void ImportedPool::unmap_chunk(std::size_t chunk) {

@@ -485,20 +485,7 @@ hipError_t MemoryPool::map_chunk(std::size_t chunk) {
   if (const hipError_t error = runtime_.create(&handle, chunk_bytes_, &chunk_properties, 0); error != hipSuccess) {
     return error;
   }
-  void* at = reinterpret_cast<void*>(base_ + chunk * chunk_bytes_);
-  hipError_t error = hipSuccess;
-  {
-    // The mapping keeps the physical memory alive; the pool needs no handle of its own, whether
-    // the map returns, fails or throws.
-    const Rollback release{[&] { (void)runtime_.release(handle); }};
-    error = runtime_.map(at, chunk_bytes_, 0, handle, 0, Holder::runtime);
-  }
-  if (error != hipSuccess) return error;
-  Rollback unmap{[&] { (void)runtime_.unmap(at, chunk_bytes_, Holder::runtime); }};
-  const std::vector<hipMemAccessDesc> access = access_.list();
-  if (error = runtime_.set_access(at, chunk_bytes_, access, Holder::runtime); error != hipSuccess) return error;
-  unmap.keep();
-  return hipSuccess;
+  return access_.map_chunk(runtime_, reinterpret_cast<void*>(base_ + chunk * chunk_bytes_), chunk_bytes_, handle);
 }
 
 void MemoryPool::unmap_chunk(std::size_t chunk) {

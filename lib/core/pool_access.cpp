@@ -1,5 +1,6 @@
 #include "core/pool_access.hpp"
 
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 namespace hipxx::core {
@@ -60,6 +61,22 @@ std::vector<hipMemAccessDesc> PoolAccess::list() const {
     list.push_back(descriptor);
   }
   return list;
+}
+
+hipError_t PoolAccess::map_chunk(Runtime& runtime, void* at, std::size_t bytes,
+                                 hipMemGenericAllocationHandle_t handle) const {
+  hipError_t error = hipSuccess;
+  {
+    // Released whether the map returns, fails or throws.
+    const Rollback release{[&] { (void)runtime.release(handle); }};
+    // map() refuses an allocation whose size is known and differs from the chunk's.
+    error = runtime.map(at, bytes, 0, handle, 0, Holder::runtime);
+  }
+  if (error != hipSuccess) return error;
+  Rollback unmap{[&] { (void)runtime.unmap(at, bytes, Holder::runtime); }};
+  if (error = runtime.set_access(at, bytes, list(), Holder::runtime); error != hipSuccess) return error;
+  unmap.keep();
+  return hipSuccess;
 }
 
 }  // namespace hipxx::core

@@ -30,6 +30,11 @@ class PoolAccess {
   [[nodiscard]] hipMemAccessFlags of(int device) const { return flags_.at(static_cast<std::size_t>(device)); }
   // One descriptor per device, as a new chunk's set_access wants them.
   [[nodiscard]] std::vector<hipMemAccessDesc> list() const;
+  // Maps `handle` as a new chunk of `bytes` at `at` and grants it these flags, all or nothing. The
+  // handle is released whatever happens: the mapping keeps the memory alive, and a pool keeps no
+  // handle of its own.
+  [[nodiscard]] hipError_t map_chunk(Runtime& runtime, void* at, std::size_t bytes,
+                                     hipMemGenericAllocationHandle_t handle) const;
 
  private:
   int owner_;
