@@ -217,8 +217,14 @@ hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, 
 hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
-  null_stream->wait_for(streams_.enqueue(*null_stream, std::move(work)));
-  return hipSuccess;
+  // The work's own result goes to the caller, not to the null stream's failures: it is reported
+  // here, once, and later work of the stream is not blamed for it.
+  hipError_t result = hipSuccess;
+  null_stream->wait_for(streams_.enqueue(*null_stream, [&result, &work] {
+    result = work();
+    return hipSuccess;
+  }));
+  return result;
 }
 
 hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind) {
@@ -231,14 +237,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
   }
-  hipError_t result = hipSuccess;
-  // The copy's own result goes to the caller, not to the null stream's failures: it is reported
-  // here, once, and later work of the stream is not blamed for it.
-  const hipError_t queued = run_on_null_stream(device, [&] {
-    result = copy_now(dst, src, bytes, device);
-    return hipSuccess;
-  });
-  return queued != hipSuccess && result == hipSuccess ? queued : result;
+  return run_on_null_stream(device, [&] { return copy_now(dst, src, bytes, device); });
 }
 
 hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
@@ -254,12 +253,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     }
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
   }
-  hipError_t result = hipSuccess;
-  const hipError_t queued = run_on_null_stream(device, [&] {  // as copy's
-    result = fill_now(dst, byte, bytes, device);
-    return hipSuccess;
-  });
-  return queued != hipSuccess && result == hipSuccess ? queued : result;
+  return run_on_null_stream(device, [&] { return fill_now(dst, byte, bytes, device); });
 }
 
 hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind, hipStream_t stream) {

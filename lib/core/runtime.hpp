@@ -198,7 +198,7 @@ class alignas(64) Runtime {
   [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
   // Runs `work` in null-stream order on the null stream's host thread, even where the stream has a
   // device queue: a synchronous copy or fill checks the memory under the books' lock as it goes, so
-  // memory another thread unmaps meanwhile is refused, not touched.
+  // memory another thread unmaps meanwhile is refused, not touched. Returns the work's result.
   [[nodiscard]] hipError_t run_on_null_stream(int device, StreamTask work);
   // Device queues for new streams, unless the backend has none or HIPXX_STREAMS=host.
   [[nodiscard]] QueueFactory queue_factory();

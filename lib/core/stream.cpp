@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 
 namespace hipxx::core {
 
@@ -269,10 +270,7 @@ bool Stream::idle() const {
   return true;
 }
 
-hipError_t Stream::status() const {
-  if (const hipError_t failed = failure_.load(std::memory_order_acquire); failed != hipSuccess) return failed;
-  return queue_ ? queue_->fault() : hipSuccess;
-}
+hipError_t Stream::status() const { return failure_through(std::numeric_limits<std::uint64_t>::max()); }
 
 hipError_t Stream::work_failure_through(std::uint64_t sequence) const noexcept {
   const hipError_t failed = failure_.load(std::memory_order_acquire);
