@@ -82,3 +82,32 @@ TEST_CASE("work queued after a copy that failed on the device still runs; the fa
   CHECK(hipFree(source) == hipSuccess);
   CHECK(hipFree(target) == hipSuccess);
 }
+
+TEST_CASE("a synchronous copy or fill behind failed work on the null stream still does its work before it returns") {
+  const RocrBackend backend;
+  const FailCopies fail_copies = stand_in_hook();
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  void* source = nullptr;
+  void* target = nullptr;
+  REQUIRE(hipMalloc(&source, kBytes) == hipSuccess);
+  REQUIRE(hipMalloc(&target, kBytes) == hipSuccess);
+  REQUIRE(hipMemset(source, 1, kBytes) == hipSuccess);
+  std::vector<unsigned char> seen(kBytes, 0);
+
+  // The failing copy keeps the null stream busy, so the calls below go behind it on that stream;
+  // its failure breaks the queue while they wait, and they must still wait for their own work.
+  fail_copies(1);
+  REQUIRE(hipMemcpyAsync(target, source, kBytes, hipMemcpyDeviceToDevice, nullptr) == hipSuccess);
+  CHECK(hipMemcpy(seen.data(), source, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 1; }));
+
+  fail_copies(1);
+  REQUIRE(hipMemcpyAsync(target, source, kBytes, hipMemcpyDeviceToDevice, nullptr) == hipSuccess);
+  CHECK(hipMemset(source, 3, kBytes) == hipSuccess);
+  REQUIRE(hipMemcpy(seen.data(), source, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 3; }));
+
+  (void)hipDeviceSynchronize();
+  CHECK(hipFree(source) == hipSuccess);
+  CHECK(hipFree(target) == hipSuccess);
+}

@@ -7,7 +7,10 @@
 #include <bit>
 #include <charconv>
 #include <cstdlib>
+#include <exception>
+#include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string_view>
@@ -217,14 +220,21 @@ hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, 
 hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
   const std::shared_ptr<Stream> null_stream = streams_.resolve(nullptr, device);
   if (!null_stream) return hipErrorInvalidHandle;
-  // The work's own result goes to the caller, not to the null stream's failures: it is reported
-  // here, once, and later work of the stream is not blamed for it.
-  hipError_t result = hipSuccess;
-  null_stream->wait_for(streams_.enqueue(*null_stream, [&result, &work] {
-    result = work();
+  // The caller waits for its own work, not for the stream to get past it: a queue that faulted
+  // ends waits on the stream at once, while the work, which borrows the caller's arguments, is
+  // still to run. Its result goes to the caller, not to the null stream's failures, so later work
+  // of the stream is not blamed for it.
+  auto finished = std::make_shared<std::promise<hipError_t>>();
+  std::future<hipError_t> result = finished->get_future();
+  (void)streams_.enqueue(*null_stream, [finished, work = std::move(work)] {
+    try {
+      finished->set_value(work());
+    } catch (...) {
+      finished->set_exception(std::current_exception());
+    }
     return hipSuccess;
-  }));
-  return result;
+  });
+  return result.get();
 }
 
 hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind) {
