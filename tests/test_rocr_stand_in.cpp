@@ -470,7 +470,7 @@ TEST_CASE("a handle maps whole, inside one reservation, over nothing else, and u
   CHECK(hsa().hsa_amd_vmem_address_free(va, 4 * page()) == HSA_STATUS_SUCCESS);
 }
 
-TEST_CASE("set_access replaces every agent's permissions, and get_access reports them") {
+TEST_CASE("set_access changes the permissions of the agents it names only, and get_access reports them") {
   const Session session;
   const VmemMapping mapping{session.gpu_pools[0], 2 * page(), 4 * page()};
   const hsa_agent_t gpu0 = session.gpus[0];
@@ -484,7 +484,13 @@ TEST_CASE("set_access replaces every agent's permissions, and get_access reports
   CHECK(library().get_access(bytes(mapping.va) + page() + 5, &permission, gpu1) == HSA_STATUS_SUCCESS);
   CHECK(permission == HSA_ACCESS_PERMISSION_RO);
 
+  // As ROCr's code has it: an agent left out keeps what it had; only NONE takes access away.
   REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_RW, gpu1}}) == HSA_STATUS_SUCCESS);
+  CHECK(library().get_access(mapping.va, &permission, gpu0) == HSA_STATUS_SUCCESS);
+  CHECK(permission == HSA_ACCESS_PERMISSION_RW);
+  CHECK(library().get_access(mapping.va, &permission, gpu1) == HSA_STATUS_SUCCESS);
+  CHECK(permission == HSA_ACCESS_PERMISSION_RW);
+  REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_NONE, gpu0}}) == HSA_STATUS_SUCCESS);
   CHECK(library().get_access(mapping.va, &permission, gpu0) == HSA_STATUS_SUCCESS);
   CHECK(permission == HSA_ACCESS_PERMISSION_NONE);
   CHECK(library().get_access(mapping.va, &permission, gpu1) == HSA_STATUS_SUCCESS);
@@ -535,6 +541,8 @@ TEST_CASE("the host reaches a mapping only as far as the CPU agent's permission 
   CHECK(host_can_write(mapping.va));
   *bytes(mapping.va) = std::byte{0x11};
   REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_RO, gpu}}) == HSA_STATUS_SUCCESS);
+  CHECK(host_can_write(mapping.va));  // an agent left out keeps its permission
+  REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_NONE, session.cpu}}) == HSA_STATUS_SUCCESS);
   CHECK_FALSE(host_can_read(mapping.va));
   const std::vector<std::byte> seen = read_device(session, gpu, mapping.va, 2);
   CHECK(seen[0] == std::byte{0x11});

@@ -229,6 +229,12 @@ hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t* handle, std::
     complain("hsa_amd_ipc_memory_attach: the handle names no live allocation (freed, or its process gone)");
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
+  // ROCr maps the memory for every agent named, and refuses the whole attach when one of them
+  // cannot have it (a GPU that can never use the owner's pool).
+  if (!s.config.peers && (allowed & ~bit(memory->owner())) != 0) {
+    note("hsa_amd_ipc_memory_attach: a GPU named cannot use the memory's pool (HIPXX_STAND_IN_NO_PEER)");
+    return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  }
   void* base = memory->map_host_view(nullptr);
   if (base == nullptr) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   const std::size_t size = memory->size();

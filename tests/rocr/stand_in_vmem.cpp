@@ -9,8 +9,13 @@
 //                size, offset 0, flags 0: all INVALID_ARGUMENT. The memfd is mapped there, PROT_NONE.
 //   unmap        exactly one whole mapping (INVALID_ALLOCATION for another va, INVALID_ARGUMENT for
 //                another size); the range goes back to reserved PROT_NONE anonymous memory.
-//   set_access   exactly one whole mapping; every agent valid; the permissions of all agents are
-//                replaced (an agent left out gets NONE). The host view follows the CPU agent's.
+//   set_access   exactly one whole mapping; every agent valid; the agents named get the permissions
+//                named, and the others keep theirs. That is what ROCr's code does, where its
+//                documentation says every agent's permissions are replaced: a backend that leaves an
+//                agent out to revoke its access would leave that access in place. Under
+//                HIPXX_STAND_IN_NO_PEER, naming a GPU other than the memory's owner (even with NONE) is
+//                HSA_STATUS_ERROR: ROCr brings the memory to every GPU named. The host view follows the
+//                CPU agent's.
 //   get_access   any address of a mapping; a GPU agent that some set_access named.
 //   export       a new close-on-exec descriptor of the memfd; import takes a stand-in memfd only.
 //   retain       the first byte of a mapping; counts a reference that handle_release gives back.
@@ -121,10 +126,9 @@ hsa_status_t reserve(void** va, std::size_t size, std::uint64_t address, std::ui
   return HSA_STATUS_SUCCESS;
 }
 
-// The new permissions of every agent for a set_access call, or the status that refuses it.
+// A set_access call's permissions for the agents it names, or the status that refuses it.
 hsa_status_t permissions_from(const State& s, const hsa_amd_memory_access_desc_t* desc, std::size_t count,
                               std::array<hsa_access_permission_t, kMaxAgents>& permissions, AgentMask& named) {
-  permissions.fill(HSA_ACCESS_PERMISSION_NONE);
   named = 0;
   for (std::size_t index = 0; index < count; ++index) {
     const auto agent = agent_index(s, desc[index].agent_handle);
@@ -271,6 +275,17 @@ hsa_status_t hsa_amd_vmem_set_access(void* va, std::size_t size, const hsa_amd_m
     // ROCr's code accepts a range of several adjacent mappings; its documentation asks for one.
     if (size > mapping->size) complain("hsa_amd_vmem_set_access(" + hex(begin) + "): the range is not one mapping");
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  }
+  // ROCr brings the memory to every GPU a descriptor names, NONE or not; one that can never use the
+  // memory's pool may not have it.
+  const AgentMask gpus_named = named & ~bit(kCpu);
+  if (!s.config.peers && (gpus_named & ~bit(mapping->memory->owner())) != 0) {
+    note("hsa_amd_vmem_set_access(" + hex(begin) +
+         "): a GPU named cannot use the memory's pool (HIPXX_STAND_IN_NO_PEER)");
+    return HSA_STATUS_ERROR;
+  }
+  for (unsigned agent = 0; agent < kMaxAgents; ++agent) {
+    if ((named & bit(agent)) == 0) permissions[agent] = mapping->permissions[agent];
   }
   if (mprotect(va, size, protection_for(permissions[kCpu])) != 0) return HSA_STATUS_ERROR;
   mapping->permissions = permissions;

@@ -9,8 +9,8 @@
 //   export_fd / import_fd       hsa_amd_vmem_export_shareable_handle / _import_shareable_handle
 //                               (dmabuf fds)
 //   map / unmap                 hsa_amd_vmem_map(va, size, 0, handle, 0) / hsa_amd_vmem_unmap
-//   set_access                  hsa_amd_vmem_set_access with one descriptor per GPU, none included:
-//                               ROCr replaces every agent's permissions on each call
+//   set_access                  hsa_amd_vmem_set_access with a descriptor for each GPU whose access
+//                               changes: the grants, and NONE for a GPU that loses what it had
 //   copy / fill                 hsa_amd_memory_async_copy, waited for; application host memory is
 //                               staged through a buffer of the CPU agent's pool that every GPU may
 //                               use / hsa_amd_memory_fill for the aligned words, staged bytes at the ends
@@ -114,6 +114,7 @@ struct DeviceRange {
   DeviceMemory kind = DeviceMemory::mapping;
   int owner = 0;  // the device whose pool it came from; for a mapping, its allocation's, where known
   std::vector<hipMemAccessFlags> granted;  // a mapping's grants, one per device; empty: none yet
+  std::uint64_t attached_for = 0;  // an IPC attachment's devices, a bit each
 };
 
 // Where one side of a copy is: host memory, or device memory and the devices that may reach it (a
@@ -323,6 +324,10 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
+  // Only the GPUs whose access changes are named. ROCr's code changes the agents a call names and
+  // leaves the others as they were (its documentation says every agent's permissions are replaced:
+  // these descriptors come out the same either way), and it imports the memory into every GPU a
+  // descriptor names, NONE or not, which a GPU that cannot reach it may refuse.
   hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
                         PhysicalHandle /*handle*/) override {
     std::vector<hipMemAccessFlags> wanted(devices_.size(), hipMemAccessFlagsProtNone);
@@ -330,19 +335,25 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       if (!valid(grant.device)) return hipErrorInvalidDevice;
       wanted[static_cast<std::size_t>(grant.device)] = grant.flags;
     }
+    std::lock_guard lock{mutex_};
+    const auto found = device_ranges_.find(address_of(va));
+    const std::vector<hipMemAccessFlags> no_grants;
+    const std::vector<hipMemAccessFlags>& had = found != device_ranges_.end() ? found->second.granted : no_grants;
     std::vector<rocr::hsa_amd_memory_access_desc_t> descriptors;
     descriptors.reserve(gpus_.size());
     for (std::size_t device = 0; device < gpus_.size(); ++device) {
-      descriptors.push_back({.permissions = permission_of(wanted[device]), .agent_handle = gpus_[device].agent});
+      const hipMemAccessFlags before = device < had.size() ? had[device] : hipMemAccessFlagsProtNone;
+      if (wanted[device] != before) {
+        descriptors.push_back({.permissions = permission_of(wanted[device]), .agent_handle = gpus_[device].agent});
+      }
     }
-    std::lock_guard lock{mutex_};
-    if (const hsa_status_t status = api_.hsa_amd_vmem_set_access(va, size, descriptors.data(), descriptors.size());
-        status != rocr::HSA_STATUS_SUCCESS) {
-      return to_hip(status);
+    if (!descriptors.empty()) {
+      if (const hsa_status_t status = api_.hsa_amd_vmem_set_access(va, size, descriptors.data(), descriptors.size());
+          status != rocr::HSA_STATUS_SUCCESS) {
+        return to_hip(status);
+      }
     }
-    if (const auto found = device_ranges_.find(address_of(va)); found != device_ranges_.end()) {
-      found->second.granted = std::move(wanted);
-    }
+    if (found != device_ranges_.end()) found->second.granted = std::move(wanted);
     return hipSuccess;
   }
 
@@ -590,23 +601,35 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
-  // Attached for every GPU, as HIP's opened memory may be used from any device.
+  // Attached for every GPU, as HIP's opened memory may be used from any device. ROCr maps it for
+  // every GPU named and refuses the whole attach if one cannot have it (no path to the exporter's
+  // GPU), so that attach is tried again for the calling thread's device alone.
   hipError_t ipc_open(const hipIpcMemHandle_t& handle, void** ptr, std::size_t* size) override {
     IpcHandleBytes bytes{};
     std::memcpy(&bytes, &handle, sizeof bytes);
     if (bytes.tag != kIpcTag || bytes.size == 0) return hipErrorInvalidValue;
     if (bytes.process == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
-    const std::vector<hsa_agent_t> agents = gpu_agents();
     void* at = nullptr;
-    if (const hsa_status_t status = api_.hsa_amd_ipc_memory_attach(
-            &bytes.rocr_handle, bytes.size, static_cast<std::uint32_t>(agents.size()), agents.data(), &at);
-        status != rocr::HSA_STATUS_SUCCESS) {
+    std::uint64_t attached_for = every_device();
+    const std::vector<hsa_agent_t> agents = gpu_agents();
+    hsa_status_t status = api_.hsa_amd_ipc_memory_attach(&bytes.rocr_handle, bytes.size,
+                                                         static_cast<std::uint32_t>(agents.size()), agents.data(), &at);
+    if ((status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES || status == rocr::HSA_STATUS_ERROR) && agents.size() > 1) {
+      const int device = current_device();
+      const hsa_agent_t own = gpus_[static_cast<std::size_t>(device)].agent;
+      attached_for = bit_of(device);
+      status = api_.hsa_amd_ipc_memory_attach(&bytes.rocr_handle, bytes.size, 1, &own, &at);
+    }
+    if (status != rocr::HSA_STATUS_SUCCESS) {
       return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
     try {
       std::lock_guard lock{mutex_};
-      device_ranges_[address_of(at)] = DeviceRange{
-          .size = bytes.size, .kind = DeviceMemory::ipc_attachment, .owner = current_device(), .granted = {}};
+      device_ranges_[address_of(at)] = DeviceRange{.size = bytes.size,
+                                                   .kind = DeviceMemory::ipc_attachment,
+                                                   .owner = current_device(),
+                                                   .granted = {},
+                                                   .attached_for = attached_for};
     } catch (...) {
       (void)api_.hsa_amd_ipc_memory_detach(at);
       throw;
@@ -674,7 +697,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       case DeviceMemory::pool_allocation:
         place.reachable_by = bit_of(range.owner) | peers_of_[static_cast<std::size_t>(range.owner)];
         break;
-      case DeviceMemory::ipc_attachment: place.reachable_by = every_device(); break;  // attached for all
+      case DeviceMemory::ipc_attachment: place.reachable_by = range.attached_for; break;
       case DeviceMemory::mapping:
         for (std::size_t device = 0; device < range.granted.size(); ++device) {
           const hipMemAccessFlags flags = range.granted[device];
