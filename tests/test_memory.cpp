@@ -432,6 +432,62 @@ TEST_CASE("hipMemcpy: every valid kind moves the bytes") {
   CHECK(hipFree(b) == hipSuccess);
 }
 
+TEST_CASE("C++ callers allocate into a pointer of any type, and give hipMallocAsync a pool") {
+  // The device's default pool, made at its first use, lives for the process: made before the count.
+  hipMemPool_t before = nullptr;
+  REQUIRE(hipDeviceGetMemPool(&before, 0) == hipSuccess);
+  LeakCheck leaks;
+  constexpr std::size_t kCount = 256;
+  int* ints = nullptr;
+  REQUIRE(hipMalloc(&ints, kCount * sizeof(int)) == hipSuccess);
+  const std::vector<int> values(kCount, 0x01020304);
+  CHECK(hipMemcpy(ints, values.data(), kCount * sizeof(int), hipMemcpyHostToDevice) == hipSuccess);
+  std::vector<int> back(kCount, 0);
+  CHECK(hipMemcpy(back.data(), ints, kCount * sizeof(int), hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == values);
+  CHECK(hipFree(ints) == hipSuccess);
+
+  float* managed = nullptr;
+  REQUIRE(hipMallocManaged(&managed, kCount * sizeof(float)) == hipSuccess);
+  managed[kCount - 1] = 2.5F;  // the default flags: attached globally, the host may touch it
+  CHECK(managed[kCount - 1] == 2.5F);
+  CHECK(hipFree(managed) == hipSuccess);
+
+  std::uint64_t* signal = nullptr;
+  REQUIRE(hipExtMallocWithFlags(&signal, sizeof(std::uint64_t), hipMallocSignalMemory) == hipSuccess);
+  CHECK(hipFree(signal) == hipSuccess);
+
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreate(&stream) == hipSuccess);
+  hipMemPoolProps props{};
+  props.allocType = hipMemAllocationTypePinned;
+  props.location.type = hipMemLocationTypeDevice;
+  props.location.id = 0;
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipMemPoolCreate(&pool, &props) == hipSuccess);
+  double* doubles = nullptr;
+  char* chars = nullptr;
+  void* bytes = nullptr;
+  CHECK(hipMallocAsync(&doubles, kCount * sizeof(double), pool, stream) == hipSuccess);
+  CHECK(hipMallocAsync(&chars, kCount, pool, stream) == hipSuccess);
+  CHECK(hipFreeAsync(chars, stream) == hipSuccess);
+  // The stream-only form takes the device's current pool: made this pool for the call.
+  REQUIRE(hipDeviceSetMemPool(0, pool) == hipSuccess);
+  CHECK(hipMallocAsync(&chars, kCount, stream) == hipSuccess);
+  REQUIRE(hipDeviceSetMemPool(0, before) == hipSuccess);
+  CHECK(hipMallocAsync(&bytes, kCount, pool, stream) == hipSuccess);
+  short* from = nullptr;
+  CHECK(hipMallocFromPoolAsync(&from, kCount, pool, stream) == hipSuccess);
+  for (void* allocated : {static_cast<void*>(doubles), static_cast<void*>(chars), bytes, static_cast<void*>(from)}) {
+    CHECK(allocated != nullptr);
+    CHECK(hipMemsetAsync(allocated, 0x3f, kCount, stream) == hipSuccess);
+    CHECK(hipFreeAsync(allocated, stream) == hipSuccess);
+  }
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
 TEST_CASE("hipMemcpy: unknown kinds are hipErrorInvalidMemcpyDirection") {
   LeakCheck leaks;
   void* dev = malloc_device(256);

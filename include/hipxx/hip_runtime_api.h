@@ -16,19 +16,15 @@
 #define HIP_INCLUDE_HIP_HIP_RUNTIME_API_H
 #endif
 
+/* AMD's header brings in these C headers too, and code written against it uses memset, malloc,
+   exit and INT_MAX without including them itself. */
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* ------------------------------------------------------------------------ */
-/* Version of the HIP API this header corresponds to                         */
-/* ------------------------------------------------------------------------ */
-
-#define HIP_VERSION_MAJOR 6
-#define HIP_VERSION_MINOR 3
-#define HIP_VERSION_PATCH 0
-/* Same packing as AMD: major * 10^7 + minor * 10^5 + patch. */
-#define HIP_VERSION \
-  (HIP_VERSION_MAJOR * 10000000 + HIP_VERSION_MINOR * 100000 + HIP_VERSION_PATCH)
+#include <hipxx/hip_version.h>
 
 /* ------------------------------------------------------------------------ */
 /* Helper macros                                                             */
@@ -696,6 +692,7 @@ HIPXX_API hipError_t hipPeekAtLastError(void);
 /* --- Devices ------------------------------------------------------------- */
 
 HIPXX_API hipError_t hipGetDeviceCount(int* count);
+HIPXX_API hipError_t hipDeviceGet(hipDevice_t* device, int ordinal);
 HIPXX_API hipError_t hipSetDevice(int deviceId);
 HIPXX_API hipError_t hipGetDevice(int* deviceId);
 HIPXX_API hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int deviceId);
@@ -718,6 +715,16 @@ HIPXX_API hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes
 HIPXX_API hipError_t hipMemset(void* dst, int value, size_t sizeBytes);
 HIPXX_API hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes,
                                     hipStream_t stream HIPXX_DEFAULT(0));
+/* The driver-style spellings: hipMemcpy with the direction named, hipMemset of bytes. */
+HIPXX_API hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, void* src, size_t sizeBytes);
+HIPXX_API hipError_t hipMemcpyDtoH(void* dst, hipDeviceptr_t src, size_t sizeBytes);
+HIPXX_API hipError_t hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes);
+HIPXX_API hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void* src, size_t sizeBytes, hipStream_t stream);
+HIPXX_API hipError_t hipMemcpyDtoHAsync(void* dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream);
+HIPXX_API hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream);
+HIPXX_API hipError_t hipMemsetD8(hipDeviceptr_t dest, unsigned char value, size_t count);
+HIPXX_API hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count,
+                                      hipStream_t stream HIPXX_DEFAULT(0));
 HIPXX_API hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr);
 HIPXX_API hipError_t hipMemGetInfo(size_t* free, size_t* total);
 HIPXX_API hipError_t hipMemcpyPeer(void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes);
@@ -867,6 +874,45 @@ HIPXX_API hipError_t hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_
 
 #ifdef __cplusplus
 } /* extern "C" */
+#endif
+
+/* C++ conveniences AMD's header has: the allocation calls take a pointer to any pointer type, and
+   hipMallocAsync takes a pool as hipMallocFromPoolAsync does. Leaving them out is
+   __HIP_DISABLE_CPP_FUNCTIONS__, as there. */
+#if defined(__cplusplus) && !defined(__HIP_DISABLE_CPP_FUNCTIONS__)
+template <class T>
+static inline hipError_t hipMalloc(T** ptr, size_t size) {
+  return hipMalloc(reinterpret_cast<void**>(ptr), size);
+}
+
+template <class T>
+static inline hipError_t hipMallocManaged(T** dev_ptr, size_t size, unsigned int flags = hipMemAttachGlobal) {
+  return hipMallocManaged(reinterpret_cast<void**>(dev_ptr), size, flags);
+}
+
+template <class T>
+static inline hipError_t hipExtMallocWithFlags(T** ptr, size_t size, unsigned int flags) {
+  return hipExtMallocWithFlags(reinterpret_cast<void**>(ptr), size, flags);
+}
+
+static inline hipError_t hipMallocAsync(void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream) {
+  return hipMallocFromPoolAsync(dev_ptr, size, mem_pool, stream);
+}
+
+template <class T>
+static inline hipError_t hipMallocAsync(T** dev_ptr, size_t size, hipStream_t stream) {
+  return hipMallocAsync(reinterpret_cast<void**>(dev_ptr), size, stream);
+}
+
+template <class T>
+static inline hipError_t hipMallocAsync(T** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream) {
+  return hipMallocFromPoolAsync(reinterpret_cast<void**>(dev_ptr), size, mem_pool, stream);
+}
+
+template <class T>
+static inline hipError_t hipMallocFromPoolAsync(T** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream) {
+  return hipMallocFromPoolAsync(reinterpret_cast<void**>(dev_ptr), size, mem_pool, stream);
+}
 #endif
 
 #endif /* HIPXX_HIP_RUNTIME_API_H */

@@ -70,6 +70,16 @@ hipError_t hipGetDeviceCount(int* count) {
   });
 }
 
+// A device handle is its ordinal, as on AMD's runtime.
+hipError_t hipDeviceGet(hipDevice_t* device, int ordinal) {
+  return guarded([&](Runtime& runtime) {
+    if (device == nullptr) return hipErrorInvalidValue;
+    if (!runtime.valid_device(ordinal)) return hipErrorInvalidDevice;
+    *device = ordinal;
+    return hipSuccess;
+  });
+}
+
 hipError_t hipSetDevice(int device) {
   return guarded([&](Runtime& runtime) { return runtime.set_current_device(device); });
 }

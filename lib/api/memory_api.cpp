@@ -70,6 +70,37 @@ hipError_t hipMemcpyPeerAsync(void* dst, int dstDeviceId, const void* src, int s
   });
 }
 
+// The directions are checked as hipMemcpy checks hipMemcpyHostToDevice and the others.
+hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, void* src, size_t sizeBytes) {
+  return hipMemcpy(dst, src, sizeBytes, hipMemcpyHostToDevice);
+}
+
+hipError_t hipMemcpyDtoH(void* dst, hipDeviceptr_t src, size_t sizeBytes) {
+  return hipMemcpy(dst, src, sizeBytes, hipMemcpyDeviceToHost);
+}
+
+hipError_t hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes) {
+  return hipMemcpy(dst, src, sizeBytes, hipMemcpyDeviceToDevice);
+}
+
+hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void* src, size_t sizeBytes, hipStream_t stream) {
+  return hipMemcpyAsync(dst, src, sizeBytes, hipMemcpyHostToDevice, stream);
+}
+
+hipError_t hipMemcpyDtoHAsync(void* dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream) {
+  return hipMemcpyAsync(dst, src, sizeBytes, hipMemcpyDeviceToHost, stream);
+}
+
+hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream) {
+  return hipMemcpyAsync(dst, src, sizeBytes, hipMemcpyDeviceToDevice, stream);
+}
+
+hipError_t hipMemsetD8(hipDeviceptr_t dest, unsigned char value, size_t count) { return hipMemset(dest, value, count); }
+
+hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream) {
+  return hipMemsetAsync(dest, value, count, stream);
+}
+
 hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr) {
   return guarded([&](Runtime& runtime) { return runtime.pointer_attributes(attributes, ptr); });
 }

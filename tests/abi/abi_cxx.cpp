@@ -4,6 +4,7 @@
 // parameter cannot silently become an unsigned int as C would allow).
 #include <hip/hip_runtime.h>
 #include <hip/hip_runtime_api.h>
+#include <hip/hip_version.h>
 #include <hipxx/hip_runtime_api.h>
 
 #include <cstddef>
@@ -13,6 +14,10 @@
 
 #define CHECK_SIG(fn, ret, params) \
   static_assert(std::is_same<decltype(&fn), ret(*) params>::value, #fn ": signature differs from the spec")
+/* For entry points that C++ also overloads (as AMD's header does, with templates taking T**): the
+   cast names the C entry point, and compiles only where one has exactly this type. */
+#define CHECK_OVERLOADED_SIG(fn, ret, params) \
+  static_assert(static_cast<ret(*) params>(&fn) != nullptr, #fn ": no overload has the spec's signature")
 
 CHECK_SIG(hipMemAddressFree, hipError_t, (void* devPtr, size_t size));
 CHECK_SIG(hipMemAddressReserve, hipError_t, (void** ptr, size_t size, size_t alignment, void* addr, unsigned long long flags));
@@ -28,7 +33,7 @@ CHECK_SIG(hipMemRelease, hipError_t, (hipMemGenericAllocationHandle_t handle));
 CHECK_SIG(hipMemRetainAllocationHandle, hipError_t, (hipMemGenericAllocationHandle_t* handle, void* addr));
 CHECK_SIG(hipMemSetAccess, hipError_t, (void* ptr, size_t size, const hipMemAccessDesc* desc, size_t count));
 CHECK_SIG(hipMemUnmap, hipError_t, (void* ptr, size_t size));
-CHECK_SIG(hipMallocManaged, hipError_t, (void** dev_ptr, size_t size, unsigned int flags));
+CHECK_OVERLOADED_SIG(hipMallocManaged, hipError_t, (void** dev_ptr, size_t size, unsigned int flags));
 CHECK_SIG(hipMemPrefetchAsync, hipError_t, (const void* dev_ptr, size_t count, int device, hipStream_t stream));
 CHECK_SIG(hipMemAdvise, hipError_t, (const void* dev_ptr, size_t count, hipMemoryAdvise advice, int device));
 CHECK_SIG(hipMemPrefetchAsync_v2, hipError_t,
@@ -58,7 +63,7 @@ CHECK_SIG(hipStreamWaitValue32, hipError_t, (hipStream_t stream, void* ptr, uint
 CHECK_SIG(hipStreamWaitValue64, hipError_t, (hipStream_t stream, void* ptr, uint64_t value, unsigned int flags, uint64_t mask));
 CHECK_SIG(hipStreamWriteValue32, hipError_t, (hipStream_t stream, void* ptr, uint32_t value, unsigned int flags));
 CHECK_SIG(hipStreamWriteValue64, hipError_t, (hipStream_t stream, void* ptr, uint64_t value, unsigned int flags));
-CHECK_SIG(hipMallocAsync, hipError_t, (void** dev_ptr, size_t size, hipStream_t stream));
+CHECK_OVERLOADED_SIG(hipMallocAsync, hipError_t, (void** dev_ptr, size_t size, hipStream_t stream));
 CHECK_SIG(hipFreeAsync, hipError_t, (void* dev_ptr, hipStream_t stream));
 CHECK_SIG(hipMemPoolTrimTo, hipError_t, (hipMemPool_t mem_pool, size_t min_bytes_to_hold));
 CHECK_SIG(hipMemPoolSetAttribute, hipError_t, (hipMemPool_t mem_pool, hipMemPoolAttr attr, void* value));
@@ -67,7 +72,8 @@ CHECK_SIG(hipMemPoolSetAccess, hipError_t, (hipMemPool_t mem_pool, const hipMemA
 CHECK_SIG(hipMemPoolGetAccess, hipError_t, (hipMemAccessFlags* flags, hipMemPool_t mem_pool, hipMemLocation* location));
 CHECK_SIG(hipMemPoolCreate, hipError_t, (hipMemPool_t* mem_pool, const hipMemPoolProps* pool_props));
 CHECK_SIG(hipMemPoolDestroy, hipError_t, (hipMemPool_t mem_pool));
-CHECK_SIG(hipMallocFromPoolAsync, hipError_t, (void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream));
+CHECK_OVERLOADED_SIG(hipMallocFromPoolAsync, hipError_t,
+                     (void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream));
 CHECK_SIG(hipMemPoolExportToShareableHandle, hipError_t, (void* shared_handle, hipMemPool_t mem_pool, hipMemAllocationHandleType handle_type, unsigned int flags));
 CHECK_SIG(hipMemPoolImportFromShareableHandle, hipError_t, (hipMemPool_t* mem_pool, void* shared_handle, hipMemAllocationHandleType handle_type, unsigned int flags));
 CHECK_SIG(hipMemPoolExportPointer, hipError_t, (hipMemPoolPtrExportData* export_data, void* dev_ptr));
@@ -85,7 +91,7 @@ CHECK_SIG(hipSetDevice, hipError_t, (int deviceId));
 CHECK_SIG(hipGetDevice, hipError_t, (int* deviceId));
 CHECK_SIG(hipDeviceGetAttribute, hipError_t, (int* pi, hipDeviceAttribute_t attr, int deviceId));
 CHECK_SIG(hipDeviceSynchronize, hipError_t, (void));
-CHECK_SIG(hipMalloc, hipError_t, (void** ptr, size_t size));
+CHECK_OVERLOADED_SIG(hipMalloc, hipError_t, (void** ptr, size_t size));
 CHECK_SIG(hipFree, hipError_t, (void* ptr));
 CHECK_SIG(hipMemcpy, hipError_t, (void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind));
 CHECK_SIG(hipMemcpyAsync, hipError_t, (void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream));
@@ -102,7 +108,7 @@ CHECK_SIG(hipPointerGetAttributes, hipError_t, (hipPointerAttribute_t* attribute
 CHECK_SIG(hipDeviceCanAccessPeer, hipError_t, (int* canAccessPeer, int deviceId, int peerDeviceId));
 CHECK_SIG(hipDriverGetVersion, hipError_t, (int* driverVersion));
 CHECK_SIG(hipRuntimeGetVersion, hipError_t, (int* runtimeVersion));
-CHECK_SIG(hipExtMallocWithFlags, hipError_t, (void** ptr, size_t sizeBytes, unsigned int flags));
+CHECK_OVERLOADED_SIG(hipExtMallocWithFlags, hipError_t, (void** ptr, size_t sizeBytes, unsigned int flags));
 CHECK_SIG(hipMemGetInfo, hipError_t, (size_t * free, size_t* total));
 CHECK_SIG(hipDeviceEnablePeerAccess, hipError_t, (int peerDeviceId, unsigned int flags));
 CHECK_SIG(hipDeviceDisablePeerAccess, hipError_t, (int peerDeviceId));
@@ -111,6 +117,16 @@ CHECK_SIG(hipMemcpyPeerAsync, hipError_t,
           (void* dst, int dstDeviceId, const void* src, int srcDevice, size_t sizeBytes, hipStream_t stream));
 CHECK_SIG(hipLaunchHostFunc, hipError_t, (hipStream_t stream, hipHostFn_t fn, void* userData));
 static_assert(std::is_same<hipHostFn_t, void (*)(void*)>::value, "");
+CHECK_SIG(hipDeviceGet, hipError_t, (hipDevice_t * device, int ordinal));
+CHECK_SIG(hipMemcpyHtoD, hipError_t, (hipDeviceptr_t dst, void* src, size_t sizeBytes));
+CHECK_SIG(hipMemcpyDtoH, hipError_t, (void* dst, hipDeviceptr_t src, size_t sizeBytes));
+CHECK_SIG(hipMemcpyDtoD, hipError_t, (hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes));
+CHECK_SIG(hipMemcpyHtoDAsync, hipError_t, (hipDeviceptr_t dst, void* src, size_t sizeBytes, hipStream_t stream));
+CHECK_SIG(hipMemcpyDtoHAsync, hipError_t, (void* dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream));
+CHECK_SIG(hipMemcpyDtoDAsync, hipError_t,
+          (hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream));
+CHECK_SIG(hipMemsetD8, hipError_t, (hipDeviceptr_t dest, unsigned char value, size_t count));
+CHECK_SIG(hipMemsetD8Async, hipError_t, (hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream));
 
 // Default arguments exist only in C++; these calls are unevaluated, so the
 // program does not need the runtime library to link.
@@ -128,6 +144,21 @@ RETURNS_HIP_ERROR(hipMemcpyAsync(ANY(void*), ANY(const void*), 1, hipMemcpyDefau
 RETURNS_HIP_ERROR(hipMemsetAsync(ANY(void*), 0, 1));
 RETURNS_HIP_ERROR(hipMemcpyPeerAsync(ANY(void*), 0, ANY(const void*), 1, 16));
 RETURNS_HIP_ERROR(hipEventRecord(ANY(hipEvent_t)));
+RETURNS_HIP_ERROR(hipMemsetD8Async(ANY(void*), 0, 1));
+
+// The allocation calls take a pointer to any pointer type, and hipMallocAsync a pool, as AMD's
+// header has them in C++.
+RETURNS_HIP_ERROR(hipMalloc(ANY(int**), 16));
+RETURNS_HIP_ERROR(hipMalloc(ANY(void**), 16));
+RETURNS_HIP_ERROR(hipMallocManaged(ANY(float**), 16));
+RETURNS_HIP_ERROR(hipMallocManaged(ANY(float**), 16, hipMemAttachHost));
+RETURNS_HIP_ERROR(hipExtMallocWithFlags(ANY(std::uint64_t**), 16, hipMallocSignalMemory));
+RETURNS_HIP_ERROR(hipMallocAsync(ANY(double**), 16, ANY(hipStream_t)));
+RETURNS_HIP_ERROR(hipMallocAsync(ANY(double**), 16, nullptr));
+RETURNS_HIP_ERROR(hipMallocAsync(ANY(void**), 16, ANY(hipMemPool_t), ANY(hipStream_t)));
+RETURNS_HIP_ERROR(hipMallocAsync(ANY(char**), 16, ANY(hipMemPool_t), ANY(hipStream_t)));
+RETURNS_HIP_ERROR(hipMallocFromPoolAsync(ANY(char**), 16, ANY(hipMemPool_t), ANY(hipStream_t)));
+static_assert(HIP_VERSION == HIP_VERSION_MAJOR * 10000000 + HIP_VERSION_MINOR * 100000 + HIP_VERSION_PATCH, "");
 
 // A few values, seen from C++ (the full list is in abi_c99.c).
 static_assert(sizeof(hipError_t) == sizeof(int), "");

@@ -225,6 +225,59 @@ static void record_host_function(void* user_data) {
   record->order = ++*record->sequence;
 }
 
+/* The driver-style spellings: hipDeviceGet, hipMemcpyHtoD/DtoH/DtoD and their Async forms,
+ * hipMemsetD8 and its Async form, each the same call as the hipMemcpy/hipMemset it names. */
+static void test_driver_style_copies(void) {
+  enum { kBytes = 4096 };
+  static unsigned char sent[kBytes];
+  static unsigned char back[kBytes];
+  hipDevice_t device = -1;
+  int count = 0;
+  hipStream_t stream = NULL;
+  hipDeviceptr_t first = NULL;
+  hipDeviceptr_t second = NULL;
+
+  CHECK_RESULT(hipGetDeviceCount(&count), hipSuccess);
+  CHECK_RESULT(hipDeviceGet(&device, 0), hipSuccess);
+  CHECK(device == 0);
+  CHECK_RESULT(hipDeviceGet(&device, count), hipErrorInvalidDevice);
+  CHECK_RESULT(hipDeviceGet(&device, -1), hipErrorInvalidDevice);
+  CHECK(device == 0);
+  CHECK_RESULT(hipDeviceGet(NULL, 0), hipErrorInvalidValue);
+
+  fill_pattern(sent, kBytes, 11);
+  CHECK_RESULT(hipMalloc(&first, kBytes), hipSuccess);
+  CHECK_RESULT(hipMalloc(&second, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpyHtoD(first, sent, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpyDtoD(second, first, kBytes), hipSuccess);
+  memset(back, 0, kBytes);
+  CHECK_RESULT(hipMemcpyDtoH(back, second, kBytes), hipSuccess);
+  CHECK(memcmp(back, sent, kBytes) == 0);
+  CHECK_RESULT(hipMemsetD8(first, 0x5c, kBytes), hipSuccess);
+  CHECK_RESULT(hipMemcpyDtoH(back, first, kBytes), hipSuccess);
+  CHECK(all_equal(back, kBytes, 0x5c));
+
+  CHECK_RESULT(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking), hipSuccess);
+  fill_pattern(sent, kBytes, 12);
+  CHECK_RESULT(hipMemcpyHtoDAsync(first, sent, kBytes, stream), hipSuccess);
+  CHECK_RESULT(hipMemcpyDtoDAsync(second, first, kBytes, stream), hipSuccess);
+  CHECK_RESULT(hipMemsetD8Async(first, 0x17, kBytes / 2, stream), hipSuccess);
+  CHECK_RESULT(hipMemcpyDtoHAsync(back, second, kBytes, stream), hipSuccess);
+  CHECK_RESULT(hipStreamSynchronize(stream), hipSuccess);
+  CHECK(memcmp(back, sent, kBytes) == 0);
+  CHECK_RESULT(hipMemcpyDtoH(back, first, kBytes), hipSuccess);
+  CHECK(all_equal(back, kBytes / 2, 0x17));
+  CHECK(memcmp(back + kBytes / 2, sent + kBytes / 2, kBytes / 2) == 0);
+
+  /* Refused as the calls they name refuse them. */
+  CHECK_RESULT(hipMemcpyHtoD(NULL, sent, kBytes), hipErrorInvalidValue);
+  CHECK_RESULT(hipMemsetD8(NULL, 0, kBytes), hipErrorInvalidValue);
+  CHECK_RESULT(hipMemcpyDtoHAsync(back, first, kBytes, (hipStream_t)(uintptr_t)0x7777), hipErrorInvalidHandle);
+  CHECK_RESULT(hipStreamDestroy(stream), hipSuccess);
+  CHECK_RESULT(hipFree(first), hipSuccess);
+  CHECK_RESULT(hipFree(second), hipSuccess);
+}
+
 static void test_host_functions_and_peer_copies(void) {
   enum { kBytes = 8192 };
   static unsigned char sent[kBytes];
@@ -680,6 +733,7 @@ int main(void) {
   test_malloc_async();
   test_pools();
   test_host_functions_and_peer_copies();
+  test_driver_style_copies();
 
   CHECK_RESULT(hipDeviceSynchronize(), hipSuccess);
   return checks_summary();
