@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -319,6 +320,53 @@ TEST_CASE("hipDeviceGetAttribute: known attributes on every device") {
       CHECK((value == 0 || value == 1));
     }
   }
+}
+
+TEST_CASE("hipGetDeviceProperties: what the device calls and attributes report, in AMD's HIP 6 struct") {
+  const int count = device_count();
+  for (int device = 0; device < count; ++device) {
+    CAPTURE(device);
+    hipDeviceProp_t properties;
+    std::memset(&properties, 0x5a, sizeof properties);
+    REQUIRE(hipGetDeviceProperties(&properties, device) == hipSuccess);
+    std::array<char, 256> name{};
+    REQUIRE(hipDeviceGetName(name.data(), static_cast<int>(name.size()), device) == hipSuccess);
+    CHECK(std::string{properties.name} == std::string{name.data()});
+    std::size_t total = 0;
+    REQUIRE(hipDeviceTotalMem(&total, device) == hipSuccess);
+    CHECK(properties.totalGlobalMem == total);
+    const auto attribute = [device](hipDeviceAttribute_t which) {
+      int value = -1;
+      REQUIRE(hipDeviceGetAttribute(&value, which, device) == hipSuccess);
+      return value;
+    };
+    CHECK(properties.multiProcessorCount == attribute(hipDeviceAttributeMultiprocessorCount));
+    CHECK(properties.integrated == attribute(hipDeviceAttributeIntegrated));
+    CHECK(properties.managedMemory == attribute(hipDeviceAttributeManagedMemory));
+    CHECK(properties.concurrentManagedAccess == attribute(hipDeviceAttributeConcurrentManagedAccess));
+    CHECK(properties.pageableMemoryAccess == attribute(hipDeviceAttributePageableMemoryAccess));
+    CHECK(properties.pageableMemoryAccessUsesHostPageTables ==
+          attribute(hipDeviceAttributePageableMemoryAccessUsesHostPageTables));
+    CHECK(properties.memoryPoolsSupported == 1);
+    CHECK(static_cast<int>(properties.memoryPoolSupportedHandleTypes) ==
+          attribute(hipDeviceAttributeMemoryPoolSupportedHandleTypes));
+    CHECK(properties.unifiedAddressing == 1);
+    CHECK(properties.streamPrioritiesSupported == 1);
+    // What the runtime does not know is 0, never left as the caller's bytes.
+    CHECK(properties.warpSize == 0);
+    CHECK(properties.gcnArchName[0] == '\0');
+    CHECK(properties.reserved[62] == 0);
+    CHECK(properties.asicRevision == 0);
+  }
+  hipDeviceProp_t untouched;
+  std::memset(&untouched, 0x5a, sizeof untouched);
+  for (const int bad : {-1, count, INT_MAX}) {
+    CAPTURE(bad);
+    CHECK(hipGetDeviceProperties(&untouched, bad) == hipErrorInvalidDevice);
+  }
+  CHECK(untouched.totalGlobalMem == 0x5a5a5a5a5a5a5a5aULL);
+  CHECK(hipGetDeviceProperties(nullptr, 0) == hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipErrorInvalidValue);
 }
 
 TEST_CASE("hipDeviceGetAttribute: refusals") {

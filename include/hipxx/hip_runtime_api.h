@@ -406,16 +406,169 @@ typedef enum hipMemoryType HIPXX_INT_ENUM {
   hipMemoryTypeUnified = 11
 } hipMemoryType;
 
-/* Result of hipPointerGetAttributes. (ROCm 5.x named the first field
- * "memoryType"; same offset and type.) */
+/* Result of hipPointerGetAttributes. ROCm 5.x named the first field "memoryType": both names
+ * are the same member where anonymous unions exist. */
 typedef struct hipPointerAttribute_t {
+#if HIPXX_HAVE_ANON_UNION
+  HIPXX_ANON_UNION {
+    enum hipMemoryType type;
+    enum hipMemoryType memoryType;
+  };
+#else
   enum hipMemoryType type;
+#endif
   int device;
   void* devicePointer;
   void* hostPointer;
   int isManaged;
   unsigned allocationFlags;
 } hipPointerAttribute_t;
+
+/* ------------------------------------------------------------------------ */
+/* Device properties (hipGetDeviceProperties)                                */
+/* ------------------------------------------------------------------------ */
+
+/* Feature bits of a device's instruction set, one bit each in this order. */
+typedef struct {
+  unsigned hasGlobalInt32Atomics : 1;
+  unsigned hasGlobalFloatAtomicExch : 1;
+  unsigned hasSharedInt32Atomics : 1;
+  unsigned hasSharedFloatAtomicExch : 1;
+  unsigned hasFloatAtomicAdd : 1;
+  unsigned hasGlobalInt64Atomics : 1;
+  unsigned hasSharedInt64Atomics : 1;
+  unsigned hasDoubles : 1;
+  unsigned hasWarpVote : 1;
+  unsigned hasWarpBallot : 1;
+  unsigned hasWarpShuffle : 1;
+  unsigned hasFunnelShift : 1;
+  unsigned hasThreadFenceSystem : 1;
+  unsigned hasSyncThreadsExt : 1;
+  unsigned hasSurfaceFuncs : 1;
+  unsigned has3dGrid : 1;
+  unsigned hasDynamicParallelism : 1;
+} hipDeviceArch_t;
+
+typedef struct hipUUID_t {
+  char bytes[16];
+} hipUUID;
+
+/* HIP 6's layout, under the names AMD's header gives it: hipDeviceProp_t and
+ * hipGetDeviceProperties are macros for the R0600 struct and entry point, so
+ * that binaries built against the older layout never reach this one. */
+#define hipGetDeviceProperties hipGetDevicePropertiesR0600
+#define hipDeviceProp_t hipDeviceProp_tR0600
+
+typedef struct hipDeviceProp_tR0600 {
+  char name[256];
+  hipUUID uuid;
+  char luid[8];
+  unsigned int luidDeviceNodeMask;
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  int regsPerBlock;
+  int warpSize;
+  size_t memPitch;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int clockRate;
+  size_t totalConstMem;
+  int major;
+  int minor;
+  size_t textureAlignment;
+  size_t texturePitchAlignment;
+  int deviceOverlap;
+  int multiProcessorCount;
+  int kernelExecTimeoutEnabled;
+  int integrated;
+  int canMapHostMemory;
+  int computeMode;
+  int maxTexture1D;
+  int maxTexture1DMipmap;
+  int maxTexture1DLinear;
+  int maxTexture2D[2];
+  int maxTexture2DMipmap[2];
+  int maxTexture2DLinear[3];
+  int maxTexture2DGather[2];
+  int maxTexture3D[3];
+  int maxTexture3DAlt[3];
+  int maxTextureCubemap;
+  int maxTexture1DLayered[2];
+  int maxTexture2DLayered[3];
+  int maxTextureCubemapLayered[2];
+  int maxSurface1D;
+  int maxSurface2D[2];
+  int maxSurface3D[3];
+  int maxSurface1DLayered[2];
+  int maxSurface2DLayered[3];
+  int maxSurfaceCubemap;
+  int maxSurfaceCubemapLayered[2];
+  size_t surfaceAlignment;
+  int concurrentKernels;
+  int ECCEnabled;
+  int pciBusID;
+  int pciDeviceID;
+  int pciDomainID;
+  int tccDriver;
+  int asyncEngineCount;
+  int unifiedAddressing;
+  int memoryClockRate;
+  int memoryBusWidth;
+  int l2CacheSize;
+  int persistingL2CacheMaxSize;
+  int maxThreadsPerMultiProcessor;
+  int streamPrioritiesSupported;
+  int globalL1CacheSupported;
+  int localL1CacheSupported;
+  size_t sharedMemPerMultiprocessor;
+  int regsPerMultiprocessor;
+  int managedMemory;
+  int isMultiGpuBoard;
+  int multiGpuBoardGroupID;
+  int hostNativeAtomicSupported;
+  int singleToDoublePrecisionPerfRatio;
+  int pageableMemoryAccess;
+  int concurrentManagedAccess;
+  int computePreemptionSupported;
+  int canUseHostPointerForRegisteredMem;
+  int cooperativeLaunch;
+  int cooperativeMultiDeviceLaunch;
+  size_t sharedMemPerBlockOptin;
+  int pageableMemoryAccessUsesHostPageTables;
+  int directManagedMemAccessFromHost;
+  int maxBlocksPerMultiProcessor;
+  int accessPolicyMaxWindowSize;
+  size_t reservedSharedMemPerBlock;
+  int hostRegisterSupported;
+  int sparseHipArraySupported;
+  int hostRegisterReadOnlySupported;
+  int timelineSemaphoreInteropSupported;
+  int memoryPoolsSupported;
+  int gpuDirectRDMASupported;
+  unsigned int gpuDirectRDMAFlushWritesOptions;
+  int gpuDirectRDMAWritesOrdering;
+  unsigned int memoryPoolSupportedHandleTypes;
+  int deferredMappingHipArraySupported;
+  int ipcEventSupported;
+  int clusterLaunch;
+  int unifiedFunctionPointers;
+  int reserved[63];
+  int hipReserved[32];
+  /* AMD's own members. */
+  char gcnArchName[256];
+  size_t maxSharedMemoryPerMultiProcessor;
+  int clockInstructionRate;
+  hipDeviceArch_t arch;
+  unsigned int* hdpMemFlushCntl;
+  unsigned int* hdpRegFlushCntl;
+  int cooperativeMultiDeviceUnmatchedFunc;
+  int cooperativeMultiDeviceUnmatchedGridDim;
+  int cooperativeMultiDeviceUnmatchedBlockDim;
+  int cooperativeMultiDeviceUnmatchedSharedMem;
+  int isLargeBar;
+  int asicRevision;
+} hipDeviceProp_tR0600;
 
 /* ------------------------------------------------------------------------ */
 /* Inter-process handles                                                     */
@@ -701,6 +854,8 @@ HIPXX_API hipError_t hipDeviceCanAccessPeer(int* canAccessPeer, int deviceId, in
 HIPXX_API hipError_t hipDeviceEnablePeerAccess(int peerDeviceId, unsigned int flags);
 HIPXX_API hipError_t hipDeviceDisablePeerAccess(int peerDeviceId);
 HIPXX_API hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device);
+/* What the runtime knows of the device; see README for the members it leaves 0. */
+HIPXX_API hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_tR0600* prop, int deviceId);
 HIPXX_API hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t device);
 HIPXX_API hipError_t hipDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 

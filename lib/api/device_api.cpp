@@ -2,7 +2,9 @@
 #include "api/guard.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
+#include <type_traits>
 
 namespace hipxx::api {
 namespace {
@@ -44,6 +46,29 @@ hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttrib
     default: return hipErrorInvalidValue;
   }
   return hipSuccess;
+}
+
+// hipGetDeviceProperties reports what hipDeviceGetAttribute does, member for member, so the two
+// never disagree; the members no attribute answers stay 0.
+void fill_properties(const backend::DeviceProperties& device, hipDeviceProp_tR0600& properties) {
+  const auto set = [&](hipDeviceAttribute_t attribute, auto& member) {
+    int value = 0;
+    if (attribute_of(device, attribute, &value) == hipSuccess)
+      member = static_cast<std::remove_reference_t<decltype(member)>>(value);
+  };
+  const std::size_t kept = std::min(device.name.size(), sizeof properties.name - 1);
+  device.name.copy(properties.name, kept);
+  properties.totalGlobalMem = static_cast<std::size_t>(device.total_memory);
+  set(hipDeviceAttributeMultiprocessorCount, properties.multiProcessorCount);
+  set(hipDeviceAttributeIntegrated, properties.integrated);
+  set(hipDeviceAttributeManagedMemory, properties.managedMemory);
+  set(hipDeviceAttributeConcurrentManagedAccess, properties.concurrentManagedAccess);
+  set(hipDeviceAttributePageableMemoryAccess, properties.pageableMemoryAccess);
+  set(hipDeviceAttributePageableMemoryAccessUsesHostPageTables, properties.pageableMemoryAccessUsesHostPageTables);
+  set(hipDeviceAttributeStreamPrioritiesSupported, properties.streamPrioritiesSupported);
+  set(hipDeviceAttributeUnifiedAddressing, properties.unifiedAddressing);
+  set(hipDeviceAttributeMemoryPoolsSupported, properties.memoryPoolsSupported);
+  set(hipDeviceAttributeMemoryPoolSupportedHandleTypes, properties.memoryPoolSupportedHandleTypes);
 }
 
 }  // namespace
@@ -169,6 +194,17 @@ hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device) {
     const std::size_t kept = std::min(full.size(), static_cast<std::size_t>(len) - 1);
     full.copy(name, kept);
     name[kept] = '\0';
+    return hipSuccess;
+  });
+}
+
+hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_tR0600* prop, int deviceId) {
+  return guarded([&](Runtime& runtime) {
+    if (prop == nullptr) return hipErrorInvalidValue;
+    if (!runtime.valid_device(deviceId)) return hipErrorInvalidDevice;
+    hipDeviceProp_tR0600 properties{};
+    hipxx::api::fill_properties(runtime.backend().device(deviceId), properties);
+    *prop = properties;
     return hipSuccess;
   });
 }

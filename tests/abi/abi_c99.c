@@ -295,6 +295,32 @@ ABI_OFF(hipPointerAttribute_t, devicePointer, 8);
 ABI_OFF(hipPointerAttribute_t, hostPointer, 16);
 ABI_OFF(hipPointerAttribute_t, isManaged, 24);
 ABI_OFF(hipPointerAttribute_t, allocationFlags, 28);
+#if HIPXX_HAVE_ANON_UNION
+ABI_OFF(hipPointerAttribute_t, memoryType, 0); /* ROCm 5's name of the same member */
+#endif
+
+/* ---- hipDeviceProp_t: HIP 6's hipDeviceProp_tR0600 (LP64): 1472 bytes, AMD's members from
+ * gcnArchName on at 1160 ------------------------------------------------------------ */
+ABI_SIZE(hipDeviceArch_t, 4);
+ABI_SIZE(hipUUID, 16);
+ABI_SIZE(hipDeviceProp_t, 1472);
+ABI_SIZE(hipDeviceProp_tR0600, 1472);
+ABI_OFF(hipDeviceProp_t, name, 0);
+ABI_OFF(hipDeviceProp_t, uuid, 256);
+ABI_OFF(hipDeviceProp_t, luidDeviceNodeMask, 280);
+ABI_OFF(hipDeviceProp_t, totalGlobalMem, 288);
+ABI_OFF(hipDeviceProp_t, warpSize, 308);
+ABI_OFF(hipDeviceProp_t, multiProcessorCount, 388);
+ABI_OFF(hipDeviceProp_t, concurrentKernels, 576);
+ABI_OFF(hipDeviceProp_t, managedMemory, 652);
+ABI_OFF(hipDeviceProp_t, memoryPoolsSupported, 744);
+ABI_OFF(hipDeviceProp_t, memoryPoolSupportedHandleTypes, 760);
+ABI_OFF(hipDeviceProp_t, reserved, 780);
+ABI_OFF(hipDeviceProp_t, gcnArchName, 1160);
+ABI_OFF(hipDeviceProp_t, maxSharedMemoryPerMultiProcessor, 1416);
+ABI_OFF(hipDeviceProp_t, arch, 1428);
+ABI_OFF(hipDeviceProp_t, hdpMemFlushCntl, 1432);
+ABI_OFF(hipDeviceProp_t, asicRevision, 1468);
 
 ABI_SIZE(hipMipmappedArray, 64); /* same as ROCm 5.2's, checked against Debian's header */
 ABI_SIZE(hipArrayMapInfo, 152);
@@ -417,6 +443,7 @@ hipError_t hipMemcpyPeerAsync(void* dst, int dstDeviceId, const void* src, int s
                               hipStream_t stream);
 hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* userData);
 hipError_t hipDeviceGet(hipDevice_t* device, int ordinal);
+hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_tR0600* prop, int deviceId);
 hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, void* src, size_t sizeBytes);
 hipError_t hipMemcpyDtoH(void* dst, hipDeviceptr_t src, size_t sizeBytes);
 hipError_t hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes);
@@ -437,6 +464,10 @@ int main(void) {
   hipHostFn_t fn = 0;
   (void)sizeof(hipLaunchHostFunc(hipStreamPerThread, fn, p));
   (void)sizeof(hipMallocManaged(&p, 16, hipMemAttachGlobal));
+  {
+    hipDeviceProp_t properties;
+    (void)sizeof(hipGetDeviceProperties(&properties, 0)); /* the R0600 entry point, by AMD's macro */
+  }
   (void)sizeof(hipStreamAddCallback(hipStreamPerThread, cb, p, 0));
   (void)sizeof(hipStreamWaitValue64(hipStreamLegacy, p, 1, hipStreamWaitValueGte, ~(uint64_t)0));
   return 0;
