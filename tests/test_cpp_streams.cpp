@@ -14,6 +14,7 @@
 
 #include "support/result_printing.hpp"
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -541,4 +542,30 @@ TEST_CASE("copy_async and fill_bytes_async move typed elements in stream order, 
   auto const on_gone = copy_async(std::span{untouched}, source, gone);
   REQUIRE_FALSE(on_gone);
   CHECK(on_gone.error() == make_error_code(hipErrorInvalidHandle));
+}
+
+TEST_CASE("copies and fills take spans of fixed extent, as std::array gives") {
+  auto stream = Stream::create(StreamFlags::non_blocking).value();
+  auto device = allocate_async<std::uint32_t>(4, stream).value();
+  std::array<std::uint32_t, 4> const source{1, 2, 3, 4};
+  std::array<std::uint32_t, 4> back{};
+
+  REQUIRE(copy_async(device.span(), source, stream));
+  REQUIRE(copy_async(std::span{back}, device.span(), stream));
+  REQUIRE(stream.synchronize());
+  CHECK(back == source);
+
+  REQUIRE(fill_bytes_async(std::span{back}.first<2>(), 0xFF, stream));
+  REQUIRE(stream.synchronize());
+  CHECK(back == std::array<std::uint32_t, 4>{0xFFFFFFFFU, 0xFFFFFFFFU, 3, 4});
+
+  REQUIRE(fill_bytes(std::span{back}, 0x00));
+  CHECK(back == std::array<std::uint32_t, 4>{});
+  REQUIRE(copy(std::span{back}, std::span{source}));
+  CHECK(back == source);
+
+  // A fixed extent is no promise that the other side has as many elements.
+  std::array<std::uint32_t, 3> shorter{};
+  CHECK(copy(std::span{shorter}, std::span{source}).error() == make_error_code(hipErrorInvalidValue));
+  REQUIRE(device.free());
 }

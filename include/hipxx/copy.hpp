@@ -13,6 +13,7 @@
 #include <hipxx/error.hpp>
 #include <hipxx/stream.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -20,9 +21,11 @@
 namespace hipxx {
 
 // `source` into `destination`, element for element, once the stream gets there. The host memory of
-// either side must stay valid, and the source unchanged, until then.
-template <device_storable T>
-[[nodiscard]] result<void> copy_async(std::span<T> destination, std::span<std::type_identity_t<T> const> source,
+// either side must stay valid, and the source unchanged, until then. The destination's extent is a
+// parameter because T is deduced from it, and a span of fixed extent (from a std::array, say) would
+// not deduce as std::span<T>; the source is not deduced, so any span or container converts to it.
+template <device_storable T, std::size_t Extent>
+[[nodiscard]] result<void> copy_async(std::span<T, Extent> destination, std::span<std::type_identity_t<T> const> source,
                                       StreamRef stream) noexcept {
   if (destination.size() != source.size()) return failure(hipErrorInvalidValue);
   return check(
@@ -30,22 +33,24 @@ template <device_storable T>
 }
 
 // The same, done when this returns (hipMemcpy: after earlier work on the null stream).
-template <device_storable T>
-[[nodiscard]] result<void> copy(std::span<T> destination, std::span<std::type_identity_t<T> const> source) noexcept {
+template <device_storable T, std::size_t Extent>
+[[nodiscard]] result<void> copy(std::span<T, Extent> destination,
+                                std::span<std::type_identity_t<T> const> source) noexcept {
   if (destination.size() != source.size()) return failure(hipErrorInvalidValue);
   return check(hipMemcpy(destination.data(), source.data(), source.size_bytes(), hipMemcpyDefault));
 }
 
 // Every byte of `destination` set to `byte` once the stream gets there. A byte pattern, as
 // hipMemsetAsync writes: for wider elements, 0x00 and 0xFF are the values that mean what they say.
-template <device_storable T>
-[[nodiscard]] result<void> fill_bytes_async(std::span<T> destination, std::uint8_t byte, StreamRef stream) noexcept {
+template <device_storable T, std::size_t Extent>
+[[nodiscard]] result<void> fill_bytes_async(std::span<T, Extent> destination, std::uint8_t byte,
+                                            StreamRef stream) noexcept {
   return check(hipMemsetAsync(destination.data(), byte, destination.size_bytes(), stream.native()));
 }
 
 // The same, done when this returns.
-template <device_storable T>
-[[nodiscard]] result<void> fill_bytes(std::span<T> destination, std::uint8_t byte) noexcept {
+template <device_storable T, std::size_t Extent>
+[[nodiscard]] result<void> fill_bytes(std::span<T, Extent> destination, std::uint8_t byte) noexcept {
   return check(hipMemset(destination.data(), byte, destination.size_bytes()));
 }
 
