@@ -301,7 +301,7 @@ class MemPoolOperations {
     if (auto const error = hipMemPoolGetAccess(&flags, native_of(), &location); error != hipSuccess) {
       return failure(error);
     }
-    auto const access = access_from_native(flags);
+    auto const access = access_from_native(static_cast<unsigned long long>(flags));
     if (!access) {
       return failure(hipErrorUnknown);
     }

@@ -156,7 +156,7 @@ class ImportedMemPool {
     if (auto const error = hipMemPoolGetAccess(&flags, pool_, &location); error != hipSuccess) {
       return failure(error);
     }
-    auto const access = access_from_native(flags);
+    auto const access = access_from_native(static_cast<unsigned long long>(flags));
     if (!access) {
       return failure(hipErrorUnknown);
     }
