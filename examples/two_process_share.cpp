@@ -138,7 +138,7 @@ int parent(int socket, pid_t child_pid) {
   must_hip(hipMemset(at(mapping.address(), size / 2), 0, size / 2), who, "clear the second half");
 
   auto fd = must(hipxx::export_handle(allocation), who, "export_handle");
-  must(hipxx::send_fd(socket, fd, shared), who, "send_fd");
+  must(hipxx::send_fd<Shared>(socket, fd, shared), who, "send_fd");
   std::printf("[%s] sent fd %d to the child\n", who, fd.get());
   std::fflush(stdout);
   must(fd.close(), who, "close the exported fd");

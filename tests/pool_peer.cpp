@@ -102,7 +102,7 @@ class Peer {
     }
     // A descriptor always follows, so that the test's receive never waits for nothing.
     hipxx::FileDescriptor const exported{reply.status == hipSuccess ? fd : ::dup(0)};
-    if (!hipxx::send_fd(socket_, exported, pair)) reply.status = -1;
+    if (!hipxx::send_fd<pool_test::ExportedPair>(socket_, exported, pair)) reply.status = -1;
     if (pool != nullptr) pools_.push_back(pool);
   }
 

@@ -622,15 +622,17 @@ TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload"
   struct Offer {
     std::uint64_t size;
     std::uint32_t tag;
+    std::uint32_t generation;
   };
   auto const fds_before = open_fd_count();
   {
     auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(SOCK_STREAM);
 
-    REQUIRE(send_fd(left, pipe_write, Offer{.size = 123456789, .tag = 42}));
+    REQUIRE(send_fd<Offer>(left, pipe_write, Offer{.size = 123456789, .tag = 42, .generation = 3}));
     auto received = recv_fd<Offer>(right).value();
     CHECK(received.payload.size == 123456789);
     CHECK(received.payload.tag == 42);
+    CHECK(received.payload.generation == 3);
     REQUIRE(static_cast<bool>(received.fd));
     CHECK(received.fd.get() != pipe_write.get());
     CHECK((::fcntl(received.fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
@@ -661,6 +663,53 @@ TEST_CASE("send_fd / recv_fd over a socketpair carry a descriptor and a payload"
   CHECK(open_fd_count() == fds_before);
 }
 
+namespace {
+
+struct Padded {
+  std::uint64_t size;
+  std::uint32_t tag;  // followed by 4 bytes of padding
+};
+
+struct Pair {
+  std::uint32_t first;
+  std::uint32_t second;
+};
+
+template <class Payload, class Argument>
+concept sendable = requires(FileDescriptor const& fd, Argument const& payload) {
+  send_fd<Payload>(fd, fd, payload);
+};
+
+template <class Argument>
+concept sendable_unnamed = requires(FileDescriptor const& fd, Argument const& payload) {
+  send_fd(fd, fd, payload);
+};
+
+}  // namespace
+
+TEST_CASE("send_fd sends the payload type it names, uint64_t unless told, never one deduced from the argument") {
+  // A literal is an int, but goes as the uint64_t that recv_fd reads by default; any other type is named.
+  static_assert(sendable_unnamed<int>);
+  static_assert(!sendable_unnamed<Pair>);
+  static_assert(sendable<Pair, Pair>);
+  // Padding bytes would carry this process's leftovers to the other one.
+  static_assert(!sendable<Padded, Padded>);
+  static_assert(sendable<std::array<std::uint32_t, 3>, std::array<std::uint32_t, 3>>);
+
+  auto const fds_before = open_fd_count();
+  {
+    // Seqpacket: a payload of the wrong size is refused there, where a stream would wait for the rest.
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(SOCK_SEQPACKET);
+    REQUIRE(send_fd(left, pipe_write, 4096));
+    auto received = recv_fd(right);
+    REQUIRE(received);
+    CHECK(received.value().payload == 4096);
+    REQUIRE(send_fd(left.get(), pipe_write, 7));
+    CHECK(recv_fd(right.get()).value().payload == 7);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
 TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of the wrong size is refused whole") {
   auto const fds_before = open_fd_count();
   for (int const type : {SOCK_DGRAM, SOCK_SEQPACKET}) {
@@ -668,7 +717,7 @@ TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of t
     auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(type);
 
     // Shorter than the payload asked for: refused, and the message after it arrives intact.
-    REQUIRE(send_fd(left, pipe_write, std::uint32_t{0x11111111}));
+    REQUIRE(send_fd<std::uint32_t>(left, pipe_write, 0x11111111));
     REQUIRE(send_fd(left, pipe_read, std::uint64_t{0x2222222222222222}));
     CHECK(recv_fd<std::uint64_t>(right).error() == std::errc::message_size);
     auto next = recv_fd<std::uint64_t>(right);

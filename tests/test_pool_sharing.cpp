@@ -132,7 +132,7 @@ class Peer {
     request.length = length;
     request.seed = seed;
     REQUIRE(ipc_test::write_all(socket_.get(), &request, sizeof request));
-    REQUIRE(hipxx::send_fd(socket_, fd, data));
+    REQUIRE(hipxx::send_fd<hipMemPoolPtrExportData>(socket_, fd, data));
     Reply reply{};
     REQUIRE(ipc_test::read_all(socket_.get(), &reply, sizeof reply));
     return reply;

@@ -154,9 +154,14 @@ struct ReceivedFd {
   Payload payload;
 };
 
+// Sends `fd` and `payload` as one message. Payload is named, not deduced, as recv_fd's is, so that
+// `send_fd(socket, fd, 4096)` sends the default uint64_t a default recv_fd waits for, not an int of
+// half its size. Every byte of the payload goes to the other process, so a type with padding (bytes
+// holding whatever this process left there) is refused.
 template <class Payload = std::uint64_t>
-requires std::is_trivially_copyable_v<Payload>
-[[nodiscard]] result<void> send_fd(int socket, FileDescriptor const& fd, Payload const& payload) noexcept {
+requires std::is_trivially_copyable_v<Payload> && std::has_unique_object_representations_v<Payload>
+[[nodiscard]] result<void> send_fd(int socket, FileDescriptor const& fd,
+                                   std::type_identity_t<Payload> const& payload) noexcept {
   auto const bytes = std::bit_cast<std::array<std::byte, sizeof(Payload)>>(payload);
   return detail::send_fd_bytes(socket, fd.get(), bytes);
 }
@@ -175,9 +180,9 @@ requires std::is_trivially_copyable_v<Payload>
 
 // The same, for a socket that is itself owned.
 template <class Payload = std::uint64_t>
-requires std::is_trivially_copyable_v<Payload>
+requires std::is_trivially_copyable_v<Payload> && std::has_unique_object_representations_v<Payload>
 [[nodiscard]] result<void> send_fd(FileDescriptor const& socket, FileDescriptor const& fd,
-                                   Payload const& payload) noexcept {
+                                   std::type_identity_t<Payload> const& payload) noexcept {
   return send_fd<Payload>(socket.get(), fd, payload);
 }
 

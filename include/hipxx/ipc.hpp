@@ -65,7 +65,7 @@ class IpcHandle {
 };
 
 // Plain bytes, so it may travel as the payload of send_fd or be written to a socket as it is.
-static_assert(std::is_trivially_copyable_v<IpcHandle>);
+static_assert(std::is_trivially_copyable_v<IpcHandle> && std::has_unique_object_representations_v<IpcHandle>);
 static_assert(sizeof(IpcHandle) == sizeof(hipIpcMemHandle_t));
 
 class IpcMapping {
