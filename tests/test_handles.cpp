@@ -6,9 +6,10 @@
 
 #include <doctest/doctest.h>
 
-#include "support/result_printing.hpp"
 #include "support/descriptors.hpp"
+#include "support/hidden_error_code.hpp"
 #include "support/mappings.hpp"
+#include "support/result_printing.hpp"
 
 #include <range/v3/view/filter.hpp>
 #include <range/v3/view/iota.hpp>
@@ -145,6 +146,13 @@ TEST_CASE("the hip error category names HIP's errors and maps them to portable c
     CHECK(error.code() == hipErrorInvalidDevice);
   }
   CHECK_THROWS_AS(bad.value(), std::system_error);
+}
+
+TEST_CASE("an error code made inside a shared library with hidden symbols is in the same hip category") {
+  std::error_code const code = invalid_value_from_hidden_library();
+  CHECK(&code.category() == &hip_category());
+  CHECK(code == hipErrorInvalidValue);
+  CHECK(code == make_error_code(hipErrorInvalidValue));
 }
 
 TEST_CASE("devices: count, current device, attributes and granularity" * doctest::test_suite("devices-2")) {

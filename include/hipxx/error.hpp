@@ -56,8 +56,10 @@ class HipCategory final : public std::error_category {
 
 }  // namespace detail
 
-// One instance for the whole program: error_code compares categories by address.
-[[nodiscard]] inline std::error_category const& hip_category() noexcept {
+// One instance for the whole program: error_code compares categories by address. Default visibility,
+// because a shared library built with -fvisibility=hidden would otherwise keep a category of its own,
+// and its codes would equal no hipError_t in the program that called it.
+[[nodiscard, gnu::visibility("default")]] inline std::error_category const& hip_category() noexcept {
   static detail::HipCategory const category;
   return category;
 }
