@@ -213,6 +213,47 @@ TEST_CASE("Stream owns its handle: destroyed once, movable, releasable") {
   CHECK(third.destroy());  // nothing left to destroy
 }
 
+TEST_CASE("a moved-from Stream lends a handle that every call refuses, never the null stream") {
+  auto first = make_stream();
+  Stream const kept{std::move(first)};
+  StreamRef const empty = first;  // NOLINT(bugprone-use-after-move): the moved-from owner is the point
+  CHECK(empty != StreamRef::null());
+  auto const refused = [](auto const& outcome) {
+    return !outcome && outcome.error() == make_error_code(hipErrorInvalidHandle);
+  };
+  CHECK(refused(empty.query()));
+
+  std::vector<std::uint32_t> const source(16, 5);
+  std::vector<std::uint32_t> destination(16, 9);
+  CHECK(refused(copy_async(std::span{destination}, source, first)));
+  CHECK(refused(fill_bytes_async(std::span{destination}, 0x00, first)));
+
+  std::atomic<int> live{0};
+  std::atomic<bool> ran{false};
+  auto const callback = add_callback(first, [&ran, tracked = Tracked{live}] { ran = true; });
+  CHECK(refused(callback));
+  CHECK(live.load() == 0);
+
+  auto event = Event::create().value();
+  CHECK(refused(event.record(first)));
+
+  CHECK(refused(allocate_async<std::uint32_t>(16, first)));
+
+  SignalWord<std::uint32_t> const word;
+  CHECK(refused(write_value(first, word.get(), 7)));
+
+  // Had any of them gone to the null stream, it would have run by now.
+  REQUIRE(StreamRef::null().synchronize());
+  CHECK(destination == std::vector<std::uint32_t>(16, 9));
+  CHECK_FALSE(ran.load());
+  CHECK(word.read() == 0U);
+  // Only a recorded event can time anything.
+  auto stop = Event::create().value();
+  REQUIRE(stop.record(StreamRef::null()));
+  REQUIRE(stop.synchronize());
+  CHECK(refused(elapsed(event, stop)));
+}
+
 TEST_CASE("typed wait_value and write_value order work across streams") {
   static_assert(stream_word<std::uint32_t> && stream_word<std::uint64_t>);
   static_assert(stream_word<unsigned long> && stream_word<unsigned long long>);

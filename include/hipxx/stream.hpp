@@ -191,8 +191,9 @@ class Stream : public detail::StreamOperations<Stream> {
   [[nodiscard]] hipStream_t native() const noexcept { return stream_.get(); }
   [[nodiscard]] explicit operator bool() const noexcept { return native() != nullptr; }
 
-  // An empty (moved-from) Stream converts to the null stream, which is a valid stream: don't.
-  [[nodiscard]] StreamRef ref() const noexcept { return StreamRef{native()}; }
+  // An empty (moved-from) Stream lends a handle that names no stream, so that work given to it is
+  // refused with hipErrorInvalidHandle: its null native() would be the null stream to the runtime.
+  [[nodiscard]] StreamRef ref() const noexcept { return StreamRef{*this ? native() : no_stream()}; }
   // NOLINTNEXTLINE(google-explicit-constructor): an owner is usable wherever a borrower is.
   operator StreamRef() const noexcept { return ref(); }
 
@@ -205,6 +206,10 @@ class Stream : public detail::StreamOperations<Stream> {
 
  private:
   explicit Stream(hipStream_t stream) noexcept : stream_(stream) {}
+
+  // Never a stream: not 0 (the null stream), 1 (hipStreamLegacy) or 2 (hipStreamPerThread), and odd,
+  // so neither the address of a stream object nor one of the runtime's handles (multiples of 16).
+  [[nodiscard]] static hipStream_t no_stream() noexcept { return reinterpret_cast<hipStream_t>(std::uintptr_t{3}); }
 
   // Never the null stream: a moved-from Stream owns nothing. HIP lets queued work finish (or run on)
   // after the handle is destroyed, so dropping a busy stream neither blocks on nor cancels its work.
