@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include "support/result_printing.hpp"
+#include "support/views.hpp"
 
 #include <range/v3/view/iota.hpp>
 #include <range/v3/view/transform.hpp>
@@ -82,6 +83,24 @@ TEST_CASE("pool vocabulary types: owners move, references copy") {
   static_assert(!std::is_convertible_v<hipMemPool_t, MemPoolRef>);  // explicit: null names no pool
   static_assert(device_storable<float> && device_storable<std::array<int, 4>>);
   static_assert(!device_storable<std::string> && !device_storable<float const>);
+}
+
+TEST_CASE("views of pool memory come from named owners only, never from a temporary one") {
+  using namespace test_support;
+  // `allocate_async<int>(n, stream).value().span()` would be freed at the `;`, and the span would then
+  // reach the next allocation given the same address.
+  static_assert(gives_data<PoolArray<int>&> && gives_data<PoolArray<int> const&>);
+  static_assert(!gives_data<PoolArray<int>> && !gives_data<PoolArray<int> const>);
+  static_assert(gives_span<PoolArray<int>&> && gives_span<PoolArray<int> const&>);
+  static_assert(!gives_span<PoolArray<int>> && !gives_span<PoolArray<int> const>);
+  static_assert(gives_allocation<PoolArray<int> const&> && !gives_allocation<PoolArray<int>>);
+  static_assert(gives_data<PoolAllocation&> && gives_data<PoolAllocation const&>);
+  static_assert(!gives_data<PoolAllocation> && !gives_data<PoolAllocation const>);
+  // What a temporary may still give: its size, and its memory itself.
+  static_assert(requires { std::declval<PoolArray<int>>().size(); });
+  static_assert(requires { std::declval<PoolArray<int>>().into_allocation(); });
+  // A temporary owner passed straight to a call lives to the end of that call: it may be lent.
+  static_assert(std::is_convertible_v<MemPool, MemPoolRef> && std::is_convertible_v<Stream, StreamRef>);
 }
 
 TEST_CASE("default and current pools of a device" * doctest::test_suite("devices-2")) {

@@ -9,6 +9,7 @@
 #include "support/mappings.hpp"
 #include "support/random_walk.hpp"
 #include "support/result_printing.hpp"
+#include "support/views.hpp"
 
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -122,6 +123,14 @@ static_assert(std::is_nothrow_move_constructible_v<Array> && std::is_nothrow_mov
 // Elements are written in place: a const or volatile element type would be written all the same.
 static_assert(can_hold<int> && can_hold<std::array<char, 3>>);
 static_assert(!can_hold<int const> && !can_hold<int volatile> && !can_hold<std::string>);
+
+TEST_CASE("data() comes from a named array only, never from a temporary one") {
+  // A temporary array's range is freed at the end of the statement, and its address handed out again.
+  static_assert(test_support::gives_data<Array&> && test_support::gives_data<Array const&>);
+  static_assert(!test_support::gives_data<Array> && !test_support::gives_data<Array const>);
+  static_assert(std::is_same_v<decltype(std::declval<Array&>().data()), Element*>);
+  static_assert(std::is_same_v<decltype(std::declval<Array const&>().data()), Element const*>);
+}
 
 TEST_CASE("create reserves address space only") {
   auto const before = books();

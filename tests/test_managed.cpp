@@ -4,6 +4,7 @@
 // (see meson.build) so that accessed-by lists of several devices are observable.
 #include "stream_test_support.hpp"
 #include "support/random_walk.hpp"
+#include "support/views.hpp"
 
 #include <hipxx/managed_buffer.hpp>
 #include <hipxx/stream.hpp>
@@ -788,6 +789,19 @@ static_assert(std::is_trivially_copyable_v<ManagedRange>);
 static_assert(static_cast<int>(Advice::set_coarse_grain) == hipMemAdviseSetCoarseGrain);
 static_assert(static_cast<unsigned>(Attach::single) == hipMemAttachSingle);
 static_assert(cpu_device.id() == hipCpuDeviceId);
+
+TEST_CASE("ManagedBuffer: views come from named buffers only, never from a temporary one") {
+  using namespace test_support;
+  // A temporary buffer is freed at the end of the statement; a view of it would reach the memory of
+  // whatever is allocated at that address next.
+  using Buffer = ManagedBuffer<int>;
+  static_assert(gives_data<Buffer&> && gives_data<Buffer const&> && !gives_data<Buffer> && !gives_data<Buffer const>);
+  static_assert(gives_span<Buffer&> && gives_span<Buffer const&> && !gives_span<Buffer> && !gives_span<Buffer const>);
+  static_assert(gives_iterators<Buffer&> && !gives_iterators<Buffer> && !gives_iterators<Buffer const>);
+  static_assert(gives_element<Buffer&> && !gives_element<Buffer> && !gives_element<Buffer const>);
+  static_assert(gives_range<Buffer const&> && !gives_range<Buffer> && !gives_range<Buffer const>);
+  static_assert(requires { std::declval<Buffer>().size(); });
+}
 
 TEST_CASE("ManagedBuffer: create, host span, hipMemcpy, free") {
   stest::LeakCheck leaks;

@@ -105,9 +105,11 @@ class GrowableArray {
   [[nodiscard]] std::size_t chunks_mapped() const noexcept { return chunks_.size(); }
 
   // A device address, the same for the array's whole life (null once moved from). Never dereference
-  // it on the host: pass it to kernels and hipMemcpy.
-  [[nodiscard]] T* data() noexcept { return static_cast<T*>(range_.base()); }
-  [[nodiscard]] T const* data() const noexcept { return static_cast<T const*>(range_.base()); }
+  // it on the host: pass it to kernels and hipMemcpy. Not of a temporary array, whose range is freed
+  // at the end of the statement.
+  [[nodiscard]] T* data() & noexcept { return static_cast<T*>(range_.base()); }
+  [[nodiscard]] T const* data() const& noexcept { return static_cast<T const*>(range_.base()); }
+  void data() const&& = delete;
 
   // Growing maps chunks and zero-fills the new elements. Shrinking unmaps and releases every chunk
   // past the one holding the last element. On failure nothing has changed.

@@ -278,7 +278,10 @@ class ManagedBuffer : public detail::ManagedRangeOperations<ManagedBuffer<T>> {
   // hipFree waits for the device's queued work first, so work still using the memory finishes.
   ~ManagedBuffer() { reset(); }
 
-  [[nodiscard]] T* data() const noexcept { return data_; }
+  // data(), span(), the elements and ranges are views of the memory, so not of a temporary buffer:
+  // it is freed at the end of the statement, and the view would reach whatever is allocated there next.
+  [[nodiscard]] T* data() const& noexcept { return data_; }
+  void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
   [[nodiscard]] explicit operator bool() const noexcept { return data_ != nullptr; }
@@ -288,21 +291,27 @@ class ManagedBuffer : public detail::ManagedRangeOperations<ManagedBuffer<T>> {
   // hipxx memory is. The host must not touch it while device work that uses it may be running,
   // unless the device reports hipDeviceAttributeConcurrentManagedAccess: synchronise the stream
   // first, as for any data the device writes.
-  [[nodiscard]] std::span<T> span() const noexcept { return {data_, count_}; }
-  [[nodiscard]] T& operator[](std::size_t index) const noexcept { return data_[index]; }
-  [[nodiscard]] T* begin() const noexcept { return data_; }
-  [[nodiscard]] T* end() const noexcept { return data_ + count_; }
+  [[nodiscard]] std::span<T> span() const& noexcept { return {data_, count_}; }
+  void span() const&& = delete;
+  [[nodiscard]] T& operator[](std::size_t index) const& noexcept { return data_[index]; }
+  void operator[](std::size_t index) const&& = delete;
+  [[nodiscard]] T* begin() const& noexcept { return data_; }
+  void begin() const&& = delete;
+  [[nodiscard]] T* end() const& noexcept { return data_ + count_; }
+  void end() const&& = delete;
 
   // The whole buffer as a range, and `count` elements from `first` (hipErrorInvalidValue where they
   // do not fit). Advice on a sub-range applies to whole pages: the runtime rounds it out.
-  [[nodiscard]] ManagedRange range() const noexcept { return ManagedRange{data_, size_bytes()}; }
+  [[nodiscard]] ManagedRange range() const& noexcept { return ManagedRange{data_, size_bytes()}; }
+  void range() const&& = delete;
 
-  [[nodiscard]] result<ManagedRange> range(std::size_t first, std::size_t count) const noexcept {
+  [[nodiscard]] result<ManagedRange> range(std::size_t first, std::size_t count) const& noexcept {
     if (first > count_ || count > count_ - first) {
       return failure(hipErrorInvalidValue);
     }
     return ManagedRange{data_ + first, count * sizeof(T)};
   }
+  void range(std::size_t first, std::size_t count) const&& = delete;
 
   // Makes the memory usable by `stream` alone (single), by any stream (global) or by the host
   // (host), from the point `stream` reaches this call. HIP attaches a managed allocation whole.

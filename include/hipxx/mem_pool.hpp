@@ -56,8 +56,10 @@ class PoolAllocation {
   ~PoolAllocation() { reset(); }
 
   // A device address: usable by work enqueued after the allocation, never dereferenced on the host
-  // unless the device memory is host-visible. Null for a zero-byte allocation.
-  [[nodiscard]] void* data() const noexcept { return data_; }
+  // unless the device memory is host-visible. Null for a zero-byte allocation. Not from a temporary,
+  // whose memory is freed at the end of the statement and handed to the next allocation.
+  [[nodiscard]] void* data() const& noexcept { return data_; }
+  void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] explicit operator bool() const noexcept { return data_ != nullptr; }
 
@@ -124,10 +126,14 @@ class PoolArray {
 
   [[nodiscard]] static PoolArray adopt(PoolAllocation allocation) noexcept { return PoolArray{std::move(allocation)}; }
 
-  [[nodiscard]] T* data() const noexcept { return static_cast<T*>(bytes_.data()); }
+  // Views of the memory, so not of a temporary array: it is freed at the end of the statement, and
+  // the view would write into whatever is allocated there next.
+  [[nodiscard]] T* data() const& noexcept { return static_cast<T*>(bytes_.data()); }
+  void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return bytes_.size() / sizeof(T); }
   // The elements as a span of device memory, for copies and fills (copy.hpp); not for the host to touch.
-  [[nodiscard]] std::span<T> span() const noexcept { return {data(), size()}; }
+  [[nodiscard]] std::span<T> span() const& noexcept { return {data(), size()}; }
+  void span() const&& = delete;
   [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_.size(); }
   [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(bytes_); }
 
@@ -137,6 +143,7 @@ class PoolArray {
 
   // The untyped owner, for code that deals in bytes.
   [[nodiscard]] PoolAllocation const& allocation() const& noexcept { return bytes_; }
+  void allocation() const&& = delete;  // into_allocation() takes it over instead
   [[nodiscard]] PoolAllocation into_allocation() && noexcept { return std::move(bytes_); }
 
   [[nodiscard]] T* release() noexcept { return static_cast<T*>(bytes_.release()); }
