@@ -857,6 +857,8 @@ TEST_CASE("SVM: host memory is a GPU's to reach only once made accessible to tha
         HSA_STATUS_ERROR_INVALID_AGENT);
   REQUIRE(hsa().hsa_amd_svm_prefetch_async(host, size, gpu0, 0, nullptr, done.handle) == HSA_STATUS_SUCCESS);
   done.wait_for_zero();
+  // The runtime may still be notifying the signal it lowered (see "destroy-after-prefetch").
+  std::this_thread::sleep_for(std::chrono::milliseconds{50});
   CHECK(hsa().hsa_amd_memory_pool_free(device1) == HSA_STATUS_SUCCESS);
   CHECK(hsa().hsa_amd_memory_pool_free(device) == HSA_STATUS_SUCCESS);
   CHECK(munmap(host, size) == 0);
@@ -949,6 +951,9 @@ TEST_CASE("IPC: a GPU allocation is attached here and in another process, for th
 
 TEST_CASE("what ROCr leaves undefined stops the process: freeing memory a queued copy still uses") {
   CHECK(run_peer("free-while-copying") == 128 + SIGABRT);
+  // ROCr lowers a prefetch's signal on its own thread and notifies the signal's waiters after: a
+  // destroy as soon as the wait returns may free the signal under that notify.
+  CHECK(run_peer("destroy-after-prefetch") == 128 + SIGABRT);
   // HIPXX_STAND_IN_ABORT=1 makes a refused call stop the process too, where a debugger shows the caller.
   CHECK(run_peer("refused-copy", -1, {"HIPXX_STAND_IN_ABORT=1"}) == 128 + SIGABRT);
 }
@@ -997,7 +1002,8 @@ TEST_CASE("stand-in peer" * doctest::skip()) {
   const Session session;
   // The abort cases end by SIGABRT itself: doctest's crash report, which would run in the signal
   // handler (ThreadSanitizer rightly objects to that), is not wanted here.
-  if (what == "free-while-copying" || what == "refused-copy" || what == "destroy-handled-signal") {
+  if (what == "free-while-copying" || what == "refused-copy" || what == "destroy-handled-signal" ||
+      what == "destroy-after-prefetch") {
     std::signal(SIGABRT, SIG_DFL);
   }
 
@@ -1040,6 +1046,16 @@ TEST_CASE("stand-in peer" * doctest::skip()) {
             HSA_STATUS_SUCCESS);
     hsa().hsa_signal_destroy(signal);  // aborts: the handler still waits on it
     FAIL("destroying a signal with a registered handler did not stop the process");
+  } else if (what == "destroy-after-prefetch") {
+    const std::size_t size = page();
+    void* host = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(host != MAP_FAILED);
+    hsa_signal_t done{};
+    REQUIRE(hsa().hsa_signal_create(1, 0, nullptr, &done) == HSA_STATUS_SUCCESS);
+    REQUIRE(hsa().hsa_amd_svm_prefetch_async(host, size, session.gpus[0], 0, nullptr, done) == HSA_STATUS_SUCCESS);
+    REQUIRE(hsa().hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) == 0);
+    hsa().hsa_signal_destroy(done);  // aborts: the runtime may still be notifying it
+    FAIL("destroying a prefetch's signal as soon as its wait returned did not stop the process");
   } else if (what == "refused-copy") {
     std::vector<std::byte> pageable(page());
     void* device = allocate(session.gpu_pools[0], page());

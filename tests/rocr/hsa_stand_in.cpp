@@ -14,6 +14,10 @@
 //   copies   hsa_amd_memory_async_copy checks both ranges, then runs on one of three worker threads once its
 //            dependency signals read 0 (after HIPXX_STAND_IN_COPY_DELAY_US, default 200, so that a
 //            backend that does not wait for the completion signal sees stale memory).
+//   prefetch hsa_amd_svm_prefetch_async runs on the same threads; as in ROCr, the runtime lowers its
+//            completion signal itself and then notifies the signal's waiters, so destroying that
+//            signal within 20 ms (kNotifyWindow) of its coming down aborts: a backend must not destroy
+//            a signal as soon as its wait returns.
 //   handlers hsa_amd_signal_async_handler's handlers are called on a thread of the stand-in's own,
 //            one at a time and without its lock (a handler may call any entry point), once their
 //            signal meets their condition; the last hsa_shut_down waits for the current call and

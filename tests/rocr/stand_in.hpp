@@ -170,9 +170,15 @@ class SvmBook {
   std::map<std::uintptr_t, Range> ranges_;
 };
 
+// How long ROCr's own thread may still be inside a signal's notify after it lowered the signal.
+constexpr std::chrono::milliseconds kNotifyWindow{20};
+
 struct Signal {
   hsa_signal_value_t value = 0;
   int users = 0;  // queued operations, waiting threads and registered handlers
+  // Until then the runtime's own thread, which lowered the signal, may still be notifying its
+  // waiters: destroying it before is a use after free in ROCr.
+  std::chrono::steady_clock::time_point notified_until{};
 };
 
 // One asynchronous operation: runs once every dependency signal reads 0, then decrements completion.
@@ -184,6 +190,9 @@ struct Job {
   std::function<void()> work;  // runs without the lock
   std::function<void()> finish;  // runs under the lock, after work; may be empty
   bool fails = false;  // the engine fails it: no work, and the completion signal goes below zero
+  // The runtime lowers the completion signal on a host thread of its own and notifies its waiters
+  // after (ROCr's SVM prefetch); a copy's is lowered by the engine.
+  bool lowered_on_host = false;
 };
 
 // One hsa_amd_signal_async_handler registration: function(value, arg) once `signal` meets `condition`

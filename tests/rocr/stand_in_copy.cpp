@@ -416,6 +416,7 @@ hsa_status_t hsa_amd_svm_prefetch_async(void* ptr, std::size_t size, hsa_agent_t
     complain("hsa_amd_svm_prefetch_async(" + hex(begin) + "): " + refusal);
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
+  job.lowered_on_host = true;
   job.finish = [&s, begin, end, destination = agent.handle] {
     s.svm.update(begin, end, [destination](SvmAttributes& attributes) { attributes.prefetched_to = destination; });
   };

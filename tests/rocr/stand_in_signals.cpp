@@ -99,7 +99,10 @@ void finish(State& s, Job& job) {
   release_counts(job);
   // As ROCr reports work that failed on the device: its completion signal below zero, for good (work
   // that depends on it waits for zero).
-  if (job.completion) job.completion->value = job.fails ? -1 : job.completion->value - 1;
+  if (job.completion) {
+    job.completion->value = job.fails ? -1 : job.completion->value - 1;
+    if (job.lowered_on_host) job.completion->notified_until = std::chrono::steady_clock::now() + kNotifyWindow;
+  }
   s.changed.notify_all();
 }
 
@@ -311,6 +314,10 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal) {
   if (found->second->users > 0) {
     fatal("hsa_signal_destroy(" + hex(signal.handle) +
           "): a queued copy, a waiting thread or a registered handler still uses it");
+  }
+  if (std::chrono::steady_clock::now() < found->second->notified_until) {
+    fatal("hsa_signal_destroy(" + hex(signal.handle) +
+          "): the runtime lowered it on its own thread moments ago and may still be notifying its waiters");
   }
   s.signals.erase(found);
   return HSA_STATUS_SUCCESS;

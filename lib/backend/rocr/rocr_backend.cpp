@@ -807,17 +807,15 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
-  // Runs `start(signal)`, which queues work that decrements the signal once, and waits for it.
+  // Runs `start(signal)`, which queues work that decrements the signal once, and waits for it. The
+  // signal is the pool's, never destroyed: ROCr may still be notifying it when the wait returns.
   template <class Start>
   hipError_t with_completion(Start&& start) {
-    hsa_signal_t done{};
-    if (const hsa_status_t status = api_.hsa_signal_create(1, 0, nullptr, &done); status != rocr::HSA_STATUS_SUCCESS) {
-      return to_hip(status);
-    }
-    hipError_t result = to_hip(start(done));
+    const rocr::SignalRef done = signals_.take(1);
+    if (!done) return hipErrorOutOfMemory;
+    hipError_t result = to_hip(start(done->get()));
     // ROCr lowers the signal below zero where the work failed on the device.
-    if (result == hipSuccess && rocr::wait_until_down(api_, done) < 0) result = hipErrorIllegalAddress;
-    (void)api_.hsa_signal_destroy(done);
+    if (result == hipSuccess && rocr::wait_until_down(api_, done->get()) < 0) result = hipErrorIllegalAddress;
     return result;
   }
 

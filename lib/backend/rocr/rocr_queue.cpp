@@ -487,9 +487,18 @@ std::shared_ptr<SignalPool::Held> SignalPool::take(hsa_signal_value_t initial) {
     if (!free_.empty()) {
       signal = free_.back();
       free_.pop_back();
+    } else {
+      // Room for it to come back is made before it exists: a signal that could not be kept would
+      // have to be destroyed, perhaps while ROCr still notifies it.
+      free_.reserve(made_ + 1);
+      ++made_;
     }
   }
-  if (signal.handle == 0 && api_.hsa_signal_create(initial, 0, nullptr, &signal) != HSA_STATUS_SUCCESS) return nullptr;
+  if (signal.handle == 0 && api_.hsa_signal_create(initial, 0, nullptr, &signal) != HSA_STATUS_SUCCESS) {
+    std::lock_guard lock{mutex_};
+    --made_;
+    return nullptr;
+  }
   api_.hsa_signal_store_screlease(signal, initial);
   try {
     return std::make_shared<Held>(*this, signal);
@@ -501,11 +510,7 @@ std::shared_ptr<SignalPool::Held> SignalPool::take(hsa_signal_value_t initial) {
 
 void SignalPool::give_back(hsa_signal_t signal) noexcept {
   std::lock_guard lock{mutex_};
-  try {
-    free_.push_back(signal);
-  } catch (...) {
-    (void)api_.hsa_signal_destroy(signal);  // no room to keep it: nothing uses it any more
-  }
+  free_.push_back(signal);  // within the capacity take() reserved
 }
 
 std::unique_ptr<Queue> make_queue(QueueSupport& support, int device) {

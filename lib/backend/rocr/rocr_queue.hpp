@@ -19,7 +19,9 @@ namespace hipxx::backend::rocr {
 
 // Signals are kept and used again rather than destroyed: creating one is a kernel call on ROCr (an
 // interrupt event each), and a signal the runtime has just decremented for us may still be in the
-// runtime's hands for a moment after its value changed, which a destroy would pull from under it.
+// runtime's hands for a moment after its value changed, which a destroy would pull from under it
+// (ROCr lowers a prefetch's signal on a thread of its own, then notifies that signal's waiters).
+// The synchronous waits of the backend take theirs from here too, for the same reason.
 class SignalPool {
  public:
   explicit SignalPool(const RuntimeApi& api) : api_(api) {}
@@ -53,7 +55,8 @@ class SignalPool {
 
   const RuntimeApi& api_;
   std::mutex mutex_;
-  std::vector<hsa_signal_t> free_;
+  std::vector<hsa_signal_t> free_;  // with room for every signal made, so that give_back cannot fail
+  std::size_t made_ = 0;
 };
 
 using SignalRef = std::shared_ptr<SignalPool::Held>;
