@@ -682,6 +682,45 @@ TEST_CASE("spanning set access for another device, and hipMalloc memory on any d
   CHECK(hipMemAddressFree(base, 3 * g) == hipSuccess);
 }
 
+TEST_CASE("hipMemset of memory of one device granted only to another, created or imported" *
+          doctest::test_suite("devices-3")) {
+  require_devices(2);
+  LeakCheck leaks;
+  DeviceGuard restore;
+  // More than one 4 KiB block, with bytes outside whole words at both ends.
+  const std::size_t size = 4 * page();
+  const hipMemAllocationProp prop = make_prop(0, hipMemHandleTypePosixFileDescriptor);
+  hipMemGenericAllocationHandle_t created = nullptr;
+  REQUIRE(hipMemCreate(&created, size, &prop, 0) == hipSuccess);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, created, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  hipMemGenericAllocationHandle_t imported = nullptr;
+  REQUIRE(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                          hipMemHandleTypePosixFileDescriptor) == hipSuccess);
+  CHECK(close(fd) == 0);
+  const hipMemAccessDesc rw1 = make_desc(hipMemAccessFlagsProtReadWrite, 1);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  for (const auto& [handle, value] : {std::pair{created, 0x3c}, std::pair{imported, 0xc3}}) {
+    CAPTURE(value);
+    void* base = nullptr;
+    REQUIRE(hipMemAddressReserve(&base, size, 0, nullptr, 0) == hipSuccess);
+    REQUIRE(hipMemMap(base, size, 0, handle, 0) == hipSuccess);
+    REQUIRE(hipMemSetAccess(base, size, &rw1, 1) == hipSuccess);
+    CHECK(hipMemset(base, 0, size) == hipSuccess);
+    CHECK(hipMemset(at(base, 1), value, size - 2) == hipSuccess);
+    std::vector<unsigned char> back(size);
+    CHECK(hipMemcpy(back.data(), base, size, hipMemcpyDeviceToHost) == hipSuccess);
+    std::vector<unsigned char> expected(size, static_cast<unsigned char>(value));
+    expected.front() = 0;
+    expected.back() = 0;
+    CHECK(back == expected);
+    CHECK(hipMemUnmap(base, size) == hipSuccess);
+    CHECK(hipMemAddressFree(base, size) == hipSuccess);
+  }
+  CHECK(hipMemRelease(imported) == hipSuccess);
+  CHECK(hipMemRelease(created) == hipSuccess);
+}
+
 TEST_CASE("hipDeviceEnablePeerAccess/DisablePeerAccess: per ordered pair, with the documented refusals" *
           doctest::test_suite("devices-3")) {
   require_devices(3);

@@ -549,6 +549,11 @@ TEST_CASE("the host reaches a mapping only as far as the CPU agent's permission 
   CHECK(seen[1] == std::byte{0x5a});
   // The GPU may read it but not write it now: a fill needs a GPU with write access.
   CHECK(hsa().hsa_amd_memory_fill(mapping.va, 0, 1) == HSA_STATUS_ERROR_INVALID_ALLOCATION);
+  // And it runs on the GPU whose pool the memory is of: another GPU's write access does not do.
+  REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_RW, session.gpus[1]}}) == HSA_STATUS_SUCCESS);
+  CHECK(hsa().hsa_amd_memory_fill(mapping.va, 0, 1) == HSA_STATUS_ERROR_INVALID_ALLOCATION);
+  REQUIRE(mapping.grant({{HSA_ACCESS_PERMISSION_RW, gpu}}) == HSA_STATUS_SUCCESS);
+  CHECK(hsa().hsa_amd_memory_fill(mapping.va, 0, 1) == HSA_STATUS_SUCCESS);
 }
 
 TEST_CASE("an asynchronous copy is refused where its agents may not reach, with the signal untouched") {

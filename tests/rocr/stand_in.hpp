@@ -109,6 +109,7 @@ struct VmemHandle {
   std::uint64_t references = 1;  // handle_create / import / retain, less handle_release
   std::uint64_t mappings = 0;
   std::size_t charged = 0;  // bytes counted against the pool's size (none for an import)
+  bool imported = false;  // by hsa_amd_vmem_import_shareable_handle
 };
 
 struct Mapping {

@@ -10,6 +10,8 @@
 // hsa_amd_memory_async_copy needs dst_agent to write all of dst and src_agent to read all of src,
 // and, since ROCr runs the copy on one engine (the source GPU's, else the destination agent's), that
 // engine's agent to reach both. A range may span several entries; each part is checked.
+// hsa_amd_memory_fill runs on the memory's owner (for a mapping, its allocation's pool's GPU, which
+// must have write access to it), within one allocation or mapping.
 #include "rocr/stand_in.hpp"
 #include "rocr/stand_in_exports.hpp"
 
@@ -207,20 +209,26 @@ hsa_status_t dependencies_of(const State& s, std::uint32_t count, const hsa_sign
   return HSA_STATUS_SUCCESS;
 }
 
-bool some_gpu_may_write(const State& s, const Mapping& mapping) {
-  for (unsigned agent = 1; agent < agent_count(s); ++agent) {
-    if (permits(mapping.permissions[agent], Want::write)) return true;
-  }
-  return false;
-}
-
 // Where a fill of [begin, end) writes: memory from the runtime that a GPU may write; else nullptr.
-std::byte* fill_target(State& s, std::uintptr_t begin, std::uintptr_t end) {
+// ROCr's fill runs on the GPU its pointer lookup names as the memory's owner. For a mapping that is
+// the GPU of its allocation's pool, granted the mapping or not: where it may not write, its fill
+// faults (`refusal` says so). An imported allocation's mapping has no owner there (newer ROCr
+// dereferences the null region it finds), which stops the process.
+std::byte* fill_target(State& s, std::uintptr_t begin, std::uintptr_t end, std::string& refusal) {
   if (auto reservation = entry_holding(s.reservations, begin); reservation != s.reservations.end()) {
     auto& mappings = reservation->second.mappings;
     const auto mapping = entry_holding(mappings, begin);
     if (mapping == mappings.end() || end - mapping->first > mapping->second.size) return nullptr;
-    if (!some_gpu_may_write(s, mapping->second)) return nullptr;
+    const VmemHandle& handle = s.handles.at(mapping->second.handle);
+    if (handle.imported) {
+      fatal("hsa_amd_memory_fill(" + hex(begin) +
+            "): memory mapped from an imported handle, which ROCr's pointer lookup finds no owning pool for");
+    }
+    if (!permits(mapping->second.permissions[handle.pool], Want::write)) {
+      refusal = "the fill runs on " + agent_name(handle.pool) +
+                ", whose pool the mapping's memory is of, and set_access gave it no write access";
+      return nullptr;
+    }
     return mapping->second.memory->device_view() + (begin - mapping->first);
   }
   if (auto allocation = entry_holding(s.allocations, begin); allocation != s.allocations.end()) {
@@ -356,10 +364,10 @@ hsa_status_t hsa_amd_memory_fill(void* ptr, std::uint32_t value, std::size_t cou
   if (count == 0) return HSA_STATUS_SUCCESS;
   const std::size_t bytes = count * sizeof value;
   if (bytes / sizeof value != count || begin + bytes < begin) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  std::byte* target = fill_target(state(), begin, begin + bytes);
+  std::string refusal = "not runtime memory, all in one allocation or mapping, that a GPU may write";
+  std::byte* target = fill_target(state(), begin, begin + bytes, refusal);
   if (target == nullptr) {
-    complain("hsa_amd_memory_fill(" + hex(begin) + ", " + std::to_string(count) +
-             " words): not runtime memory, all in one allocation or mapping, that a GPU may write");
+    complain("hsa_amd_memory_fill(" + hex(begin) + ", " + std::to_string(count) + " words): " + refusal);
     return HSA_STATUS_ERROR_INVALID_ALLOCATION;
   }
   std::fill_n(reinterpret_cast<std::uint32_t*>(target), count, value);

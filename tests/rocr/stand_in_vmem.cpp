@@ -379,7 +379,7 @@ hsa_status_t hsa_amd_vmem_import_shareable_handle(int dmabuf_fd, hsa_amd_vmem_al
   }
   const std::uint64_t id = kVmemTag + s.next_id++;
   const unsigned pool = memory->owner();
-  s.handles.emplace(id, VmemHandle{.memory = std::move(memory), .pool = pool});
+  s.handles.emplace(id, VmemHandle{.memory = std::move(memory), .pool = pool, .imported = true});
   handle->handle = id;
   return HSA_STATUS_SUCCESS;
 }

@@ -13,7 +13,9 @@
 //                               changes: the grants, and NONE for a GPU that loses what it had
 //   copy / fill                 hsa_amd_memory_async_copy, waited for; application host memory is
 //                               staged through a buffer of the CPU agent's pool that every GPU may
-//                               use / hsa_amd_memory_fill for the aligned words, staged bytes at the ends
+//                               use / hsa_amd_memory_fill for the aligned words of a pool allocation,
+//                               staged bytes at the ends; mappings and IPC memory by copies, as the
+//                               queues fill (rocr_queue.cpp)
 //   allocate / deallocate       hsa_amd_memory_pool_allocate / _free (the device's pool)
 //   managed memory              anonymous host memory made shared virtual memory with
 //                               hsa_amd_svm_attributes_set; prefetch is hsa_amd_svm_prefetch_async
@@ -125,6 +127,7 @@ struct Place {
   bool device = false;
   std::uint64_t reachable_by = 0;
   std::size_t length = 0;
+  bool pool_allocation = false;
 };
 
 class RocrBackend final : public Backend, public rocr::QueueSupport {
@@ -373,8 +376,10 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     each_fill_stretch(dst, bytes, [&](unsigned char* into, const Place& to) {
       if (!to.device) {
         std::memset(into, value, to.length);
-      } else {
+      } else if (to.pool_allocation) {
         result = fill_device(into, to, value);
+      } else {
+        result = fill_by_copies(into, to, value);
       }
       return result == hipSuccess;
     });
@@ -696,6 +701,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     switch (range.kind) {
       case DeviceMemory::pool_allocation:
         place.reachable_by = bit_of(range.owner) | peers_of_[static_cast<std::size_t>(range.owner)];
+        place.pool_allocation = true;
         break;
       case DeviceMemory::ipc_attachment: place.reachable_by = range.attached_for; break;
       case DeviceMemory::mapping:
@@ -778,10 +784,32 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return staged_copy(dst, to, src, from, bytes);
   }
 
-  // hsa_amd_memory_fill writes whole aligned 32-bit words; the bytes before the first such word and
-  // after the last (all of them, where the range holds no whole word) are copied in from a buffer of
-  // the value. [begin, words) head, [words, words_end) words, [words_end, end) tail: each at most 3
-  // bytes but the words.
+  // hsa_amd_memory_fill runs on the GPU that ROCr's pointer lookup names as the memory's owner: for
+  // a mapping that is the GPU of its allocation's pool, which may not have been granted the mapping
+  // (its fill then faults and ROCr ends the process), and for an imported allocation newer ROCr's
+  // lookup finds no owner at all. So mappings and IPC memory are filled as the queues fill: a block
+  // of the value from the pattern, then copies within the memory that double what is filled, each
+  // on a GPU that may write it.
+  hipError_t fill_by_copies(unsigned char* start, const Place& to, unsigned char value) {
+    const void* const pattern = fill_pattern(value);
+    if (pattern == nullptr) return hipErrorOutOfMemory;
+    const hsa_agent_t engine = engine_of(to.reachable_by);
+    for (std::size_t filled = 0; filled < to.length;) {
+      const std::size_t block = rocr::next_fill_block(filled, to.length);
+      const void* const from = filled == 0 ? pattern : start;
+      if (const hipError_t error = copy_and_wait(start + filled, engine, from, engine, block); error != hipSuccess) {
+        return error;
+      }
+      filled += block;
+    }
+    return hipSuccess;
+  }
+
+  // A pool allocation, which its owner, where ROCr's fill runs, always reaches. hsa_amd_memory_fill
+  // writes whole aligned 32-bit words; the bytes before the first such word and after the last (all
+  // of them, where the range holds no whole word) are copied in from a buffer of the value.
+  // [begin, words) head, [words, words_end) words, [words_end, end) tail: each at most 3 bytes but
+  // the words.
   hipError_t fill_device(unsigned char* start, const Place& to, unsigned char value) {
     const std::uintptr_t begin = address_of(start);
     const std::uintptr_t end = begin + to.length;

@@ -142,16 +142,13 @@ class RocrQueue final : public Queue {
     return add_pieces(*pieces, [&](const CopyPiece& piece, const std::vector<hsa_signal_t>& after, Step& step) {
       auto* const start = static_cast<unsigned char*>(piece.dst);
       std::size_t blocks = 0;
-      for (std::size_t filled = 0; filled < piece.bytes; ++blocks) {
-        filled += filled == 0 ? std::min(piece.bytes, kFillPatternBytes) : std::min(filled, piece.bytes - filled);
-      }
+      for (std::size_t filled = 0; filled < piece.bytes; ++blocks) filled += next_fill_block(filled, piece.bytes);
       step.held.reserve(step.held.size() + blocks);
       step.done.reserve(step.done.size() + 1);
       SignalRef last;
       hipError_t result = hipSuccess;
       for (std::size_t filled = 0; filled < piece.bytes;) {
-        const std::size_t block =
-            filled == 0 ? std::min(piece.bytes, kFillPatternBytes) : std::min(filled, piece.bytes - filled);
+        const std::size_t block = next_fill_block(filled, piece.bytes);
         const CopyPiece part{
             .dst = start + filled, .src = filled == 0 ? pattern : start, .bytes = block, .engine = piece.engine};
         SignalRef done;

@@ -5,6 +5,7 @@
 #include "backend/backend.hpp"
 #include "backend/rocr/hsa_runtime.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -69,8 +70,14 @@ struct CopyPiece {
   hsa_agent_t engine{};
 };
 
-// The block of a value a fill on a queue starts from.
+// The block of a value a fill by copies starts from.
 inline constexpr std::size_t kFillPatternBytes = 4096;
+
+// The bytes a fill by copies of `bytes` copies next, with `filled` done: the pattern's block first,
+// then as many as are filled already (each copy doubles them), up to the end.
+[[nodiscard]] inline std::size_t next_fill_block(std::size_t filled, std::size_t bytes) noexcept {
+  return filled == 0 ? std::min(bytes, kFillPatternBytes) : std::min(filled, bytes - filled);
+}
 
 // What a queue needs of the backend that made it (which outlives its queues).
 class QueueSupport {
