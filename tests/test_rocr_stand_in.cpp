@@ -894,6 +894,15 @@ TEST_CASE("an exported handle is imported by another process, and keeps the memo
   CHECK(hsa().hsa_amd_vmem_handle_release(handle) == HSA_STATUS_SUCCESS);
   hsa_amd_vmem_alloc_handle_t imported{};
   REQUIRE(hsa().hsa_amd_vmem_import_shareable_handle(fd, &imported) == HSA_STATUS_SUCCESS);
+  // Imported again while held: the same handle, counted once more, as older ROCr answers.
+  hsa_amd_vmem_alloc_handle_t again{};
+  REQUIRE(hsa().hsa_amd_vmem_import_shareable_handle(fd, &again) == HSA_STATUS_SUCCESS);
+  CHECK(again.handle == imported.handle);
+  CHECK(hsa().hsa_amd_vmem_handle_release(again) == HSA_STATUS_SUCCESS);
+  // ROCr does not export an imported handle.
+  int re_exported = -1;
+  CHECK(hsa().hsa_amd_vmem_export_shareable_handle(&re_exported, imported, 0) ==
+        HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS);
   CHECK(close(fd) == 0);
   REQUIRE(hsa().hsa_amd_vmem_map(va, size, 0, imported, 0) == HSA_STATUS_SUCCESS);
   REQUIRE(hsa().hsa_amd_vmem_set_access(va, size, &cpu_rw, 1) == HSA_STATUS_SUCCESS);

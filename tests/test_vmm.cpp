@@ -1147,6 +1147,48 @@ TEST_CASE("export and import: a second handle to the same memory in one process"
   CHECK(mapped.intact());
 }
 
+TEST_CASE("two imports of one descriptor at once: releasing one leaves the other whole, exportable too") {
+  // ROCr may answer both imports with one handle of its own, counted twice.
+  LeakCheck leaks;
+  Mapped mapped(G, 103, G, hipMemHandleTypePosixFileDescriptor);
+  int fd = -1;
+  REQUIRE(hipMemExportToShareableHandle(&fd, mapped.handle, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  const auto import = [](int from) {
+    Handle imported = nullptr;
+    REQUIRE(hipMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(from)),
+                                            hipMemHandleTypePosixFileDescriptor) == hipSuccess);
+    return imported;
+  };
+  const Handle first = import(fd);
+  const Handle second = import(fd);
+  CHECK(close(fd) == 0);
+  CHECK(first != second);
+  void* view = reserve(G);
+  REQUIRE(hipMemMap(view, G, 0, second, 0) == hipSuccess);
+  CHECK(hipMemRelease(first) == hipSuccess);
+  grant(view, G, hipMemAccessFlagsProtReadWrite);
+  CHECK(holds_pattern(view, G, 103));
+  CHECK(hipMemset(view, 0x5a, G) == hipSuccess);
+
+  int again = -1;
+  REQUIRE(hipMemExportToShareableHandle(&again, second, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  const Handle third = import(again);
+  CHECK(close(again) == 0);
+  void* other = reserve(G);
+  REQUIRE(hipMemMap(other, G, 0, third, 0) == hipSuccess);
+  grant(other, G, hipMemAccessFlagsProtRead);
+  std::vector<unsigned char> seen(G);
+  CHECK(hipMemcpy(seen.data(), other, G, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(seen == std::vector<unsigned char>(G, 0x5a));
+
+  CHECK(hipMemUnmap(other, G) == hipSuccess);
+  CHECK(hipMemRelease(third) == hipSuccess);
+  CHECK(hipMemAddressFree(other, G) == hipSuccess);
+  CHECK(hipMemUnmap(view, G) == hipSuccess);
+  CHECK(hipMemRelease(second) == hipSuccess);
+  CHECK(hipMemAddressFree(view, G) == hipSuccess);
+}
+
 TEST_CASE("an imported handle gives back the descriptor it keeps, at the latest by the next device synchronisation") {
   // What a process that imports and releases many handles relies on: no descriptor piles up. A
   // backend may close the one it keeps for re-export a little after the release (the CUDA backend

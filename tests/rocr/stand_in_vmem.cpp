@@ -17,7 +17,10 @@
 //                HSA_STATUS_ERROR: ROCr brings the memory to every GPU named. The host view follows the
 //                CPU agent's.
 //   get_access   any address of a mapping; a GPU agent that some set_access named.
-//   export       a new close-on-exec descriptor of the memfd; import takes a stand-in memfd only.
+//   export       a new close-on-exec descriptor of the memfd; INCOMPATIBLE_ARGUMENTS for an imported
+//                handle, as ROCr's code refuses (its documentation says nothing of it).
+//   import       a stand-in memfd only. Memory this process holds an imported handle to comes back as
+//                that handle with one more reference, as older ROCr answers.
 //   retain       the first byte of a mapping; counts a reference that handle_release gives back.
 #include "rocr/stand_in.hpp"
 #include "rocr/stand_in_exports.hpp"
@@ -338,6 +341,10 @@ hsa_status_t hsa_amd_vmem_export_shareable_handle(int* dmabuf_fd, hsa_amd_vmem_a
   *dmabuf_fd = -1;
   const VmemHandle* found = live_handle(state(), handle);
   if (found == nullptr) return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+  if (found->imported) {
+    complain("hsa_amd_vmem_export_shareable_handle: ROCr does not export a handle that was imported");
+    return HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS;
+  }
   const int fd = fcntl(found->memory->fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   *dmabuf_fd = fd;
@@ -376,6 +383,13 @@ hsa_status_t hsa_amd_vmem_import_shareable_handle(int dmabuf_fd, hsa_amd_vmem_al
     complain("hsa_amd_vmem_import_shareable_handle: the memory belongs to GPU " + std::to_string(memory->owner() - 1) +
              ", which this process does not have");
     return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+  }
+  for (auto& [id, held] : s.handles) {
+    if (held.imported && held.references > 0 && held.memory->token() == memory->token()) {
+      ++held.references;
+      handle->handle = id;
+      return HSA_STATUS_SUCCESS;
+    }
   }
   const std::uint64_t id = kVmemTag + s.next_id++;
   const unsigned pool = memory->owner();

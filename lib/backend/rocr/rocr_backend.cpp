@@ -7,7 +7,8 @@
 //   create_physical / release   hsa_amd_vmem_handle_create in the device's coarse-grained global
 //                               pool / hsa_amd_vmem_handle_release
 //   export_fd / import_fd       hsa_amd_vmem_export_shareable_handle / _import_shareable_handle
-//                               (dmabuf fds)
+//                               (dmabuf fds); ROCr refuses to export an imported handle, so an
+//                               import keeps a copy of its fd, and copies of that are its exports
 //   map / unmap                 hsa_amd_vmem_map(va, size, 0, handle, 0) / hsa_amd_vmem_unmap
 //   set_access                  hsa_amd_vmem_set_access with a descriptor for each GPU whose access
 //                               changes: the grants, and NONE for a GPU that loses what it had
@@ -38,6 +39,7 @@
 #include "core/runtime.hpp"  // only for the calling thread's current HIP device
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +48,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -247,8 +250,7 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
       return to_hip(status);
     }
     try {
-      std::lock_guard lock{mutex_};
-      handle_devices_[handle.handle] = device;
+      book_handle(handle, device);
     } catch (...) {
       (void)api_.hsa_amd_vmem_handle_release(handle);
       throw;
@@ -262,12 +264,22 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
         status != rocr::HSA_STATUS_SUCCESS) {
       return to_hip(status);
     }
+    if (handle.kept_fd >= 0) close(handle.kept_fd);
     std::lock_guard lock{mutex_};
-    handle_devices_.erase(handle.value);
+    if (const auto found = handle_books_.find(handle.value);
+        found != handle_books_.end() && --found->second.references == 0) {
+      handle_books_.erase(found);
+    }
     return hipSuccess;
   }
 
+  // ROCr refuses to export a handle that was imported; the fd it came from names the same memory,
+  // so a copy of that fd is its export, as on the CUDA backend.
   hipError_t export_fd(PhysicalHandle handle, int* fd) override {
+    if (handle.kept_fd >= 0) {
+      *fd = fcntl(handle.kept_fd, F_DUPFD_CLOEXEC, 0);
+      return *fd >= 0 ? hipSuccess : hipErrorOutOfMemory;
+    }
     int exported = -1;
     if (const hsa_status_t status = api_.hsa_amd_vmem_export_shareable_handle(&exported, {handle.value}, 0);
         status != rocr::HSA_STATUS_SUCCESS) {
@@ -290,17 +302,30 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   }
 
   // A dmabuf's size is the file's; where fstat does not give it, the books learn it at the first map.
+  // The handle keeps a copy of the fd for its exports, closed at its release. ROCr may answer an fd
+  // whose memory this process imported already with that same handle, counted once more.
   hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
+    const int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (kept < 0) return errno == EBADF ? hipErrorInvalidValue : hipErrorOutOfMemory;  // closed, or out of fds
     hsa_amd_vmem_alloc_handle_t handle{};
-    if (const hsa_status_t status = api_.hsa_amd_vmem_import_shareable_handle(fd, &handle);
+    if (const hsa_status_t status = api_.hsa_amd_vmem_import_shareable_handle(kept, &handle);
         status != rocr::HSA_STATUS_SUCCESS) {
+      close(kept);
       // An fd that is no allocation's is, for HIP, an invalid value.
       return status == rocr::HSA_STATUS_ERROR_OUT_OF_RESOURCES ? hipErrorOutOfMemory : hipErrorInvalidValue;
     }
+    const int device = device_of_allocation(handle);
+    try {
+      book_handle(handle, device);
+    } catch (...) {
+      (void)api_.hsa_amd_vmem_handle_release(handle);
+      close(kept);
+      throw;
+    }
     struct stat status {};
-    facts->size = fstat(fd, &status) == 0 && status.st_size > 0 ? static_cast<std::size_t>(status.st_size) : 0;
-    facts->device = device_of_allocation(handle);
-    out->value = handle.handle;
+    facts->size = fstat(kept, &status) == 0 && status.st_size > 0 ? static_cast<std::size_t>(status.st_size) : 0;
+    facts->device = device;
+    *out = PhysicalHandle{.value = handle.handle, .kept_fd = kept};
     return hipSuccess;
   }
 
@@ -675,11 +700,19 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return agents;
   }
 
-  // The device a handle's memory is on; an imported handle's is not known (its pool is the
-  // exporter's), and the calling thread's device stands for it.
+  // The device a handle's memory is on; where ROCr does not tell an imported handle's, the calling
+  // thread's device stands for it.
   [[nodiscard]] int owner_of(PhysicalHandle handle) const {
-    const auto found = handle_devices_.find(handle.value);
-    return found != handle_devices_.end() ? found->second : current_device();
+    const auto found = handle_books_.find(handle.value);
+    return found != handle_books_.end() && found->second.device >= 0 ? found->second.device : current_device();
+  }
+
+  // One more hold on `handle`, of `device` (-1: not known).
+  void book_handle(hsa_amd_vmem_alloc_handle_t handle, int device) {
+    std::lock_guard lock{mutex_};
+    HandleBooks& books = handle_books_[handle.handle];
+    if (device >= 0) books.device = device;
+    ++books.references;
   }
 
   // Device memory is reached through an agent allowed to: a pool allocation through its own device;
@@ -989,7 +1022,12 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   std::map<std::uintptr_t, DeviceRange> device_ranges_;  // base -> the device memory there
   // For each device, the devices given peer access to its plain allocations (hipDeviceEnablePeerAccess).
   std::vector<std::uint64_t> peers_of_ = std::vector<std::uint64_t>(gpus_.size(), 0);
-  std::unordered_map<std::uint64_t, int> handle_devices_;  // created handle -> its device
+  // A handle's device and the holds on it: ROCr may give one handle to several imports.
+  struct HandleBooks {
+    int device = -1;
+    std::size_t references = 0;
+  };
+  std::unordered_map<std::uint64_t, HandleBooks> handle_books_;
   std::unordered_map<std::uintptr_t, std::size_t> managed_;  // managed base -> mapped length
   std::unordered_map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> widened_;  // aligned -> reserved
   std::mutex bounce_mutex_;
