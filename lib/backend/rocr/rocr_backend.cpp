@@ -795,8 +795,9 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   }
 
   // The agent to copy with, of the devices in `devices`: the calling thread's where it is one of them
-  // (the books checked its access), else the first. Where there is none, the calling thread's, and
-  // ROCr refuses the copy and says why.
+  // (the books checked its access), else the first. Where there is none, the calling thread's; the
+  // books refuse such copies before they get here, and it matters, since ROCr does not check that
+  // its engine reaches the memory (a GPU fault ends the process).
   [[nodiscard]] hsa_agent_t engine_of(std::uint64_t devices) const noexcept {
     const int current = current_device();
     if (devices == 0 || (devices & bit_of(current)) != 0) return gpus_[static_cast<std::size_t>(current)].agent;
