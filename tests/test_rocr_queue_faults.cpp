@@ -42,17 +42,33 @@ struct RocrBackend {
   }
 };
 
-}  // namespace
-
-TEST_CASE("work queued after a copy that failed on the device still runs; the failure is reported") {
-  const RocrBackend backend;
-  const FailCopies fail_copies = stand_in_hook();
-  constexpr std::size_t kBytes = std::size_t{1} << 20;
+// The ROCr backend, the stand-in's hook, and two device buffers: the source of 1s, the target
+// freed at the end.
+struct TwoBuffers {
+  static constexpr std::size_t kBytes = std::size_t{1} << 20;
+  RocrBackend backend;
+  FailCopies fail_copies = stand_in_hook();
   void* source = nullptr;
   void* target = nullptr;
-  REQUIRE(hipMalloc(&source, kBytes) == hipSuccess);
-  REQUIRE(hipMalloc(&target, kBytes) == hipSuccess);
-  REQUIRE(hipMemset(source, 1, kBytes) == hipSuccess);
+
+  TwoBuffers() {
+    REQUIRE(hipMalloc(&source, kBytes) == hipSuccess);
+    REQUIRE(hipMalloc(&target, kBytes) == hipSuccess);
+    REQUIRE(hipMemset(source, 1, kBytes) == hipSuccess);
+  }
+  TwoBuffers(const TwoBuffers&) = delete;
+  TwoBuffers& operator=(const TwoBuffers&) = delete;
+  ~TwoBuffers() {
+    (void)hipDeviceSynchronize();
+    CHECK(hipFree(source) == hipSuccess);
+    CHECK(hipFree(target) == hipSuccess);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(TwoBuffers,
+                  "work queued after a copy that failed on the device still runs; the failure is reported") {
   REQUIRE(hipMemset(target, 0, kBytes) == hipSuccess);
 
   hipStream_t stream = nullptr;
@@ -79,19 +95,11 @@ TEST_CASE("work queued after a copy that failed on the device still runs; the fa
   CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 0; }));
   REQUIRE(hipMemcpy(seen.data(), source, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
   CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 2; }));
-  CHECK(hipFree(source) == hipSuccess);
-  CHECK(hipFree(target) == hipSuccess);
 }
 
-TEST_CASE("a synchronous copy or fill behind failed work on the null stream still does its work before it returns") {
-  const RocrBackend backend;
-  const FailCopies fail_copies = stand_in_hook();
-  constexpr std::size_t kBytes = std::size_t{1} << 20;
-  void* source = nullptr;
-  void* target = nullptr;
-  REQUIRE(hipMalloc(&source, kBytes) == hipSuccess);
-  REQUIRE(hipMalloc(&target, kBytes) == hipSuccess);
-  REQUIRE(hipMemset(source, 1, kBytes) == hipSuccess);
+TEST_CASE_FIXTURE(
+    TwoBuffers,
+    "a synchronous copy or fill behind failed work on the null stream still does its work before it returns") {
   std::vector<unsigned char> seen(kBytes, 0);
 
   // The failing copy keeps the null stream busy, so the calls below go behind it on that stream;
@@ -106,8 +114,4 @@ TEST_CASE("a synchronous copy or fill behind failed work on the null stream stil
   CHECK(hipMemset(source, 3, kBytes) == hipSuccess);
   REQUIRE(hipMemcpy(seen.data(), source, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
   CHECK(std::all_of(seen.begin(), seen.end(), [](unsigned char byte) { return byte == 3; }));
-
-  (void)hipDeviceSynchronize();
-  CHECK(hipFree(source) == hipSuccess);
-  CHECK(hipFree(target) == hipSuccess);
 }
