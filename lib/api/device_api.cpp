@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -53,11 +54,12 @@ hipError_t attribute_of(const backend::DeviceProperties& device, hipDeviceAttrib
 void fill_properties(const backend::DeviceProperties& device, hipDeviceProp_tR0600& properties) {
   const auto set = [&](hipDeviceAttribute_t attribute, auto& member) {
     int value = 0;
-    if (attribute_of(device, attribute, &value) == hipSuccess)
+    if (attribute_of(device, attribute, &value) == hipSuccess) {
       member = static_cast<std::remove_reference_t<decltype(member)>>(value);
+    }
   };
   const std::size_t kept = std::min(device.name.size(), sizeof properties.name - 1);
-  device.name.copy(properties.name, kept);
+  device.name.copy(std::data(properties.name), kept);
   properties.totalGlobalMem = static_cast<std::size_t>(device.total_memory);
   set(hipDeviceAttributeMultiprocessorCount, properties.multiProcessorCount);
   set(hipDeviceAttributeIntegrated, properties.integrated);
