@@ -15,9 +15,11 @@
 #define CHECK_SIG(fn, ret, params) \
   static_assert(std::is_same<decltype(&fn), ret(*) params>::value, #fn ": signature differs from the spec")
 /* For entry points that C++ also overloads (as AMD's header does, with templates taking T**): the
-   cast names the C entry point, and compiles only where one has exactly this type. */
-#define CHECK_OVERLOADED_SIG(fn, ret, params) \
-  static_assert(static_cast<ret(*) params>(&fn) != nullptr, #fn ": no overload has the spec's signature")
+   cast names the C entry point, and compiles only where one has exactly this type. Unevaluated, so
+   it is a constant expression in sanitizer builds too. */
+#define CHECK_OVERLOADED_SIG(fn, ret, params)                                                  \
+  static_assert(std::is_same<decltype(static_cast<ret(*) params>(&fn)), ret(*) params>::value, \
+                #fn ": no overload has the spec's signature")
 
 CHECK_SIG(hipMemAddressFree, hipError_t, (void* devPtr, size_t size));
 CHECK_SIG(hipMemAddressReserve, hipError_t, (void** ptr, size_t size, size_t alignment, void* addr, unsigned long long flags));
