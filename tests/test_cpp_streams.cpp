@@ -596,11 +596,14 @@ TEST_CASE("copies and fills take spans of fixed extent, as std::array gives") {
   REQUIRE(stream.synchronize());
   CHECK(back == source);
 
-  REQUIRE(fill_bytes_async(std::span{back}.first<2>(), 0xFF, stream));
+  // Fills take device memory (a GPU may not fill the application's own): spans of it with a fixed extent.
+  REQUIRE(fill_bytes_async(std::span<std::uint32_t, 2>{device.data(), 2}, 0xFF, stream));
+  REQUIRE(copy_async(std::span{back}, device.span(), stream));
   REQUIRE(stream.synchronize());
   CHECK(back == std::array<std::uint32_t, 4>{0xFFFFFFFFU, 0xFFFFFFFFU, 3, 4});
 
-  REQUIRE(fill_bytes(std::span{back}, 0x00));
+  REQUIRE(fill_bytes(std::span<std::uint32_t, 4>{device.data(), 4}, 0x00));
+  REQUIRE(copy(std::span{back}, device.span()));
   CHECK(back == std::array<std::uint32_t, 4>{});
   REQUIRE(copy(std::span{back}, std::span{source}));
   CHECK(back == source);
