@@ -10,6 +10,7 @@
 #include "support/hidden_error_code.hpp"
 #include "support/mappings.hpp"
 #include "support/result_printing.hpp"
+#include "support/views.hpp"
 
 #include <range/v3/view/filter.hpp>
 #include <range/v3/view/iota.hpp>
@@ -312,6 +313,20 @@ TEST_CASE("PhysicalAllocation: create, properties, move, release" * doctest::tes
   CHECK(PhysicalAllocation::create(Device{0}, 0).error() == hipErrorInvalidValue);
   CHECK(PhysicalAllocation::create(Device{4}, bytes).error() == hipErrorInvalidValue);
   CHECK(books().allocations == before.allocations);
+}
+
+TEST_CASE("addresses come from named owners only: a temporary's range, mapping or memory is gone at the ';'") {
+  using namespace test_support;
+  static_assert(gives_base<VirtualRange&> && gives_base<VirtualRange const&>);
+  static_assert(!gives_base<VirtualRange> && !gives_base<VirtualRange const>);
+  static_assert(gives_address<Mapping&> && gives_address<Mapping const&>);
+  static_assert(!gives_address<Mapping> && !gives_address<Mapping const>);
+  static_assert(gives_data<IpcMapping&> && gives_data<IpcMapping const&> && !gives_data<IpcMapping>);
+  static_assert(gives_data<ImportedPoolPointer&> && gives_data<ImportedPoolPointer const&> &&
+                !gives_data<ImportedPoolPointer>);
+  // What a temporary may still give: its size.
+  static_assert(requires { std::declval<VirtualRange>().size(); });
+  static_assert(requires { std::declval<Mapping>().size(); });
 }
 
 TEST_CASE("VirtualRange: reserve, contains, move, free") {

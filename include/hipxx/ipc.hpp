@@ -102,7 +102,9 @@ class IpcMapping {
   ~IpcMapping() { reset(); }
 
   // A device address of the exporter's memory, in this process; null for an empty (moved-from) owner.
-  [[nodiscard]] void* data() const noexcept { return data_; }
+  // Not of a temporary: the mapping is closed at the end of the statement.
+  [[nodiscard]] void* data() const& noexcept { return data_; }
+  void data() const&& = delete;
   [[nodiscard]] explicit operator bool() const noexcept { return data_ != nullptr; }
 
   // Unmaps now and reports the runtime's answer, which the destructor has to drop. On failure the

@@ -44,7 +44,9 @@ class Mapping {
   ~Mapping() { reset(); }
 
   // A device address: pass it to hipMemcpy and kernels, never dereference it on the host.
-  [[nodiscard]] void* address() const noexcept { return address_; }
+  // Not of a temporary: its mapping is gone at the end of the statement.
+  [[nodiscard]] void* address() const& noexcept { return address_; }
+  void address() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] explicit operator bool() const noexcept { return address_ != nullptr; }
 

@@ -65,7 +65,9 @@ class ImportedPoolPointer {
   }
   ~ImportedPoolPointer() { reset(); }
 
-  [[nodiscard]] void* data() const noexcept { return data_; }
+  // Not of a temporary: the pointer is closed at the end of the statement.
+  [[nodiscard]] void* data() const& noexcept { return data_; }
+  void data() const&& = delete;
   [[nodiscard]] explicit operator bool() const noexcept { return data_ != nullptr; }
 
   // Frees now and reports the runtime's answer, which the destructor has to drop. On failure the

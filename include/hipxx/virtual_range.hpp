@@ -57,7 +57,9 @@ class VirtualRange {
 
   ~VirtualRange() { reset(); }
 
-  [[nodiscard]] void* base() const noexcept { return base_; }
+  // Not of a temporary: its range is freed at the end of the statement.
+  [[nodiscard]] void* base() const& noexcept { return base_; }
+  void base() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] explicit operator bool() const noexcept { return base_ != nullptr; }
 

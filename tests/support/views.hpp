@@ -26,4 +26,14 @@ concept gives_range = requires { std::declval<Owner>().range(); } ||
 template <class Owner>
 concept gives_allocation = requires { std::declval<Owner>().allocation(); };
 
+template <class Owner>
+concept gives_address = requires {
+  std::declval<Owner>().address();
+};
+
+template <class Owner>
+concept gives_base = requires {
+  std::declval<Owner>().base();
+};
+
 }  // namespace test_support
