@@ -119,6 +119,10 @@ TEST_CASE("the hip error category names HIP's errors and maps them to portable c
   CHECK(code.value() == 1);
   CHECK(code.message().find("hipErrorInvalidValue") != std::string::npos);
   CHECK(&code.category() == &hip_category());
+  // A value the runtime has no name for keeps its number in the message; hipErrorUnknown itself
+  // needs none.
+  CHECK(std::error_code(123456, hip_category()).message().find("123456") != std::string::npos);
+  CHECK(make_error_code(hipErrorUnknown).message().find("999") == std::string::npos);
   CHECK(hipxx::make_error_code(hipErrorInvalidValue) == code);
 
   // is_error_code_enum: the enum converts implicitly and compares with codes.

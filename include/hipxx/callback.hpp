@@ -42,6 +42,8 @@ void run_stream_callback(hipStream_t /*stream*/, hipError_t status, void* data) 
 
 // Copies or moves `f` into the callback's state; a result it returns is dropped. May throw
 // std::bad_alloc (for the state), never for the runtime's errors, which come back as the result.
+// `f` must not let an exception out: it runs on a runtime thread with no caller to catch it, so one
+// that escapes ends the program (std::terminate).
 template <class F>
 requires stream_callback<std::decay_t<F>> && std::constructible_from<std::decay_t<F>, F>
 [[nodiscard]] result<void> add_callback(StreamRef stream, F&& f) {

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 
@@ -39,6 +40,10 @@ class HipCategory final : public std::error_category {
     if (text != nullptr && *text != '\0') {
       out += ": ";
       out += text;
+    }
+    // A value the runtime does not know is named hipErrorUnknown: keep the number it was.
+    if (error != hipErrorUnknown && error_name != nullptr && std::string_view{error_name} == "hipErrorUnknown") {
+      out += " (value " + std::to_string(value) + ")";
     }
     return out;
   }

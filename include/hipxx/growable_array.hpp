@@ -115,7 +115,7 @@ class GrowableArray {
   // past the one holding the last element. On failure nothing has changed.
   [[nodiscard]] result<void> resize(std::size_t count) noexcept {
     if (count > max_size()) {
-      return failure(hipErrorOutOfMemory);
+      return failure(beyond_reach());
     }
     if (count == size_) {
       return outcome::success();
@@ -142,7 +142,7 @@ class GrowableArray {
   // gives the extra chunks back.
   [[nodiscard]] result<void> reserve(std::size_t count) noexcept {
     if (count > max_size()) {
-      return failure(hipErrorOutOfMemory);
+      return failure(beyond_reach());
     }
     return map_up_to(chunks_for(count));
   }
@@ -161,7 +161,7 @@ class GrowableArray {
       return outcome::success();
     }
     if (values.size() > max_size() - size_) {
-      return failure(hipErrorOutOfMemory);
+      return failure(beyond_reach());
     }
     std::size_t const count = size_ + values.size();
     std::size_t const before = chunks_.size();
@@ -218,6 +218,11 @@ class GrowableArray {
   }
 
  private:
+  // Growth past the reserved range: out of memory, or, for a moved-from array that has no range
+  // left, an invalid handle (it can never grow, however little is asked).
+  [[nodiscard]] hipError_t beyond_reach() const noexcept {
+    return range_ ? hipErrorOutOfMemory : hipErrorInvalidHandle;
+  }
   // Declared allocation first, so a chunk unmaps before it releases (the runtime would defer the
   // free anyway, but this is the order the C API documents).
   struct Chunk {
