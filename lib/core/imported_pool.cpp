@@ -111,7 +111,7 @@ hipError_t ImportedPool::fetch_chunk(std::size_t chunk, OwnedFd* fd) {
   BrokerReply reply;
   int received = -1;
   hipError_t error = send_message(channel_.get(), &request, sizeof request, -1) ? hipSuccess : hipErrorInvalidValue;
-  if (error == hipSuccess) error = receive_message(channel_.get(), &reply, sizeof reply, &received, kBrokerTimeout);
+  if (error == hipSuccess) error = receive_message(channel_.get(), &reply, sizeof reply, &received, broker_timeout());
   OwnedFd owned{received};
   if (error == hipSuccess && reply.magic == kReplyMagic && reply.status != hipSuccess && !owned) {
     return remote_status(reply.status);  // a refusal in good order: the channel stays usable

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
 
 namespace hipxx::core {
 namespace {
@@ -47,7 +50,28 @@ bool wait_readable(int socket, std::chrono::steady_clock::time_point deadline) n
   }
 }
 
+constexpr std::chrono::milliseconds kDefaultBrokerTimeout{10'000};
+constexpr long kLongestBrokerTimeoutMs = 3'600'000;
+
+std::chrono::milliseconds chosen_broker_timeout() noexcept {
+  const char* const text = std::getenv("HIPXX_POOL_BROKER_TIMEOUT_MS");
+  if (text == nullptr) return kDefaultBrokerTimeout;
+  const std::string_view value{text};
+  long milliseconds = 0;
+  const auto [end, code] = std::from_chars(value.data(), value.data() + value.size(), milliseconds);
+  if (code != std::errc{} || end != value.data() + value.size() || milliseconds < 1 ||
+      milliseconds > kLongestBrokerTimeoutMs) {
+    return kDefaultBrokerTimeout;
+  }
+  return std::chrono::milliseconds{milliseconds};
+}
+
 }  // namespace
+
+std::chrono::milliseconds broker_timeout() noexcept {
+  static const std::chrono::milliseconds chosen = chosen_broker_timeout();
+  return chosen;
+}
 
 PoolToken random_token() noexcept {
   PoolToken token;
@@ -128,7 +152,7 @@ hipError_t open_channel(int exported, BrokerReply* reply, OwnedFd* channel) noex
   const BrokerRequest request;  // open_channel
   if (!send_message(exported, &request, sizeof request, -1)) return hipErrorInvalidValue;
   int received = -1;
-  if (const hipError_t error = receive_message(exported, reply, sizeof *reply, &received, kBrokerTimeout);
+  if (const hipError_t error = receive_message(exported, reply, sizeof *reply, &received, broker_timeout());
       error != hipSuccess) {
     return error;
   }

@@ -78,9 +78,10 @@ static_assert(sizeof(PointerExportData) == sizeof(hipMemPoolPtrExportData));
 
 inline constexpr std::uint64_t kPointerMagic = 0x6869707878707470;  // "hipxxptp"
 
-// How long an importer waits for a broker's reply. Brokers answer at once; this only bounds the
-// wait on a descriptor that is a seqpacket socket but no broker (nobody answers at all).
-inline constexpr std::chrono::milliseconds kBrokerTimeout{10'000};
+// How long an importer waits for a broker's reply: HIPXX_POOL_BROKER_TIMEOUT_MS where that is a
+// whole number from 1 to 3600000, else 10 s. Brokers answer at once; this only bounds the wait on a
+// descriptor that is a seqpacket socket but no broker, or on an exporter that has stopped.
+[[nodiscard]] std::chrono::milliseconds broker_timeout() noexcept;
 
 // One message, with `fd` attached unless it is -1. Never blocks and never raises SIGPIPE: false
 // (with errno set) where the message could not go at once.
