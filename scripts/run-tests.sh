@@ -71,7 +71,12 @@ run_suite() {
 
 install_missing
 
-run_suite "plain build" build-tests -Dtests=true -Dbench=true
+# Many tests wait (for another process, a timeout, a stream's thread) more than they compute: the
+# unsanitized runs take twice as many at once as there are cores. The sanitizer runs are bound by
+# computation and keep meson's default of one per core.
+plain_parallel="--num-processes $(($(nproc) * 2))"
+
+MESON_TEST_ARGS=$plain_parallel run_suite "plain build" build-tests -Dtests=true -Dbench=true
 
 # The same build again with the host backend's stand-in device queues (HIPXX_HOST_QUEUES=1): the
 # runtime's device-queue path, which the CUDA backend takes on a GPU, under the whole suite.
@@ -79,7 +84,7 @@ if [ -f build-tests/build.ninja ]; then
   echo
   echo "==> plain build, device queues: test"
   HIPXX_HOST_QUEUES=1 meson test -C build-tests --print-errorlogs --logbase queues --no-suite rocr \
-    ${MESON_TEST_ARGS:-} || true
+    $plain_parallel || true
   logs+=("build-tests/meson-logs/queues.json")
 fi
 

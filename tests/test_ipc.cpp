@@ -12,8 +12,9 @@
 
 #include <doctest/doctest.h>
 
-#include "support/device_pattern.hpp"
+#include "support/bytes.hpp"
 #include "support/descriptors.hpp"
+#include "support/device_pattern.hpp"
 #include "support/processes.hpp"
 
 #include <hip/hip_runtime_api.h>
@@ -855,7 +856,7 @@ TEST_CASE("export waits for no stream work, and the work queued before it still 
   REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
   std::vector<unsigned char> data(kSize, 0);
   REQUIRE(hipMemcpy(data.data(), device, kSize, hipMemcpyDeviceToHost) == hipSuccess);
-  CHECK(std::count(data.begin(), data.end(), 0x7a) == static_cast<std::ptrdiff_t>(kSize));
+  CHECK(test_support::all_bytes_are(data, 0x7a));
   CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(hipFree(device) == hipSuccess);
 }

@@ -3,6 +3,7 @@
 // host access; then the C++ handles (ManagedBuffer, ManagedRange). Run with HIPXX_HOST_DEVICES=3
 // (see meson.build) so that accessed-by lists of several devices are observable.
 #include "stream_test_support.hpp"
+#include "support/bytes.hpp"
 #include "support/random_walk.hpp"
 #include "support/views.hpp"
 
@@ -676,7 +677,7 @@ TEST_CASE("hipStreamAttachMemAsync: system-allocated memory, where the device us
   CHECK(hipStreamAttachMemAsync(stream, device, kPage, hipMemAttachSingle) == hipErrorInvalidValue);
   CHECK(hipFree(device) == hipSuccess);
   CHECK(hipStreamSynchronize(stream) == hipSuccess);
-  CHECK(std::all_of(system.begin(), system.end(), [](unsigned char byte) { return byte == 0x21; }));
+  CHECK(test_support::all_bytes_are(system, 0x21));
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 

@@ -3,6 +3,7 @@
 // hipMemPoolTrimTo, the three reuse policies each on and off, pool access from another device,
 // hipFree of pool memory, and the books after all of it. Runs with HIPXX_HOST_DEVICES=2.
 #include "stream_test_support.hpp"
+#include "support/bytes.hpp"
 #include "support/random_walk.hpp"
 
 #include <array>
@@ -448,7 +449,7 @@ TEST_CASE("a nonzero maxSize caps the memory the pool reserves; one that cannot 
       REQUIRE(hipMemsetAsync(last_page, 0x5a, 4096, stream) == hipSuccess);
       REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
       const std::vector<unsigned char> tail = read_back(last_page, 4096);
-      CHECK(std::all_of(tail.begin(), tail.end(), [](unsigned char byte) { return byte == 0x5a; }));
+      CHECK(test_support::all_bytes_are(tail, 0x5a));
       REQUIRE(hipFreeAsync(block, stream) == hipSuccess);
       CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
     }
@@ -1582,7 +1583,7 @@ TEST_CASE("pools under threads: 8 threads allocate, fill, copy and free on their
         if (hipMemcpyAsync(back.data(), ptr, bytes, hipMemcpyDeviceToHost, stream) != hipSuccess) ++failures;
         if (hipFreeAsync(ptr, stream) != hipSuccess) ++failures;
         if (hipStreamSynchronize(stream) != hipSuccess) ++failures;
-        if (!std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == byte; })) ++corrupt;
+        if (!test_support::all_bytes_are(back, byte)) ++corrupt;
       }
       if (hipStreamDestroy(stream) != hipSuccess) ++failures;
     });
@@ -1928,8 +1929,7 @@ class PoolWalk : test_support::WalkRandom {
     const Block& block = *some_block();
     REQUIRE(hipStreamSynchronize(streams_[block.stream]) == hipSuccess);
     const std::vector<unsigned char> back = read_back(block.ptr, block.size);
-    CHECK_MESSAGE(std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == block.byte; }),
-                  "a block does not hold what its last fill wrote");
+    CHECK_MESSAGE(test_support::all_bytes_are(back, block.byte), "a block does not hold what its last fill wrote");
     ++checked_;
   }
 
@@ -2028,7 +2028,7 @@ TEST_CASE("threads sharing one pool, each on its own stream: blocks never overla
           if (hipStreamSynchronize(stream) != hipSuccess ||
               hipMemcpy(back.data(), mine[at].ptr, back.size(), hipMemcpyDeviceToHost) != hipSuccess) {
             refused.fetch_add(1);
-          } else if (!std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == mine[at].byte; })) {
+          } else if (!test_support::all_bytes_are(back, mine[at].byte)) {
             corrupted.fetch_add(1);
           }
         }

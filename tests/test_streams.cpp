@@ -3,6 +3,7 @@
 // null-stream ordering, hipStreamPerThread, async copies and fills, ordering under load, and
 // that destroyed streams leave no thread behind.
 #include "stream_test_support.hpp"
+#include "support/bytes.hpp"
 #include "support/random_walk.hpp"
 
 #include <array>
@@ -1586,8 +1587,8 @@ TEST_CASE("ordering under load: 8 threads x 3 streams of memsets, copies and cal
       bool slots_ok = true;
       for (int op = 0; op < kOps && slots_ok; ++op) {
         const auto byte = static_cast<unsigned char>((op * 7 + s + t) & 0xff);
-        const auto begin = lane.host.begin() + static_cast<std::ptrdiff_t>(kSlot * static_cast<std::size_t>(op));
-        slots_ok = std::all_of(begin, begin + kSlot, [&](unsigned char b) { return b == byte; });
+        slots_ok = test_support::all_bytes_are(
+            std::span{lane.host}.subspan(kSlot * static_cast<std::size_t>(op), kSlot), byte);
         if (!slots_ok) CAPTURE(op);
       }
       CHECK(slots_ok);

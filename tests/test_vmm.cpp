@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "support/books.hpp"
+#include "support/bytes.hpp"
 #include "support/descriptors.hpp"
 #include "support/random_walk.hpp"
 #include "support/residency.hpp"
@@ -1718,7 +1719,7 @@ class VmmWalk : test_support::WalkRandom {
         hipMemcpy(back.data(), at(reservation->base, mapping->offset), allocation.size, hipMemcpyDeviceToHost);
     expect(result, mapping->writable, "hipMemcpy from the mapping");
     if (result != hipSuccess || allocation.content < 0) return;
-    CHECK(std::all_of(back.begin(), back.end(), [&](unsigned char b) { return b == allocation.content; }));
+    CHECK(test_support::all_bytes_are(back, static_cast<unsigned char>(allocation.content)));
   }
 
   VmmModel model_;
