@@ -36,15 +36,15 @@ int adopt_fds(msghdr& message, std::size_t* count) noexcept {
   return first;
 }
 
-// Waits until `socket` is readable or the deadline passes.
+// Waits until `socket` is readable or the deadline has passed (never less: poll's milliseconds are
+// rounded up, and the deadline, not poll's return, decides that the wait is over).
 bool wait_readable(int socket, std::chrono::steady_clock::time_point deadline) noexcept {
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd watched{.fd = socket, .events = POLLIN, .revents = 0};
     const int ready = ::poll(&watched, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
+    if ((ready < 0 && errno == EINTR) || ready == 0) continue;
     // A hung-up socket with nothing left to read is not readable: recv would only say end of file.
     return ready > 0 && (watched.revents & POLLIN) != 0;
   }
