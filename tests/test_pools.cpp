@@ -528,6 +528,37 @@ TEST_CASE("an allocation that finds no room releases kept blocks of other sizes 
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
+TEST_CASE("a stream/event/pool handle passed as another kind is refused: none names a live object of that kind") {
+  LeakCheck leaks;
+  // Enough of each that every kind's numbers reach into the ranges the others started from.
+  constexpr std::size_t kEach = 600;
+  std::vector<hipStream_t> streams(kEach);
+  std::vector<hipEvent_t> events(kEach);
+  std::vector<hipMemPool_t> pools;
+  for (hipStream_t& stream : streams) REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+  for (hipEvent_t& event : events) REQUIRE(hipEventCreate(&event) == hipSuccess);
+  for (int made = 0; made < 4; ++made) pools.push_back(make_pool());
+
+  for (hipEvent_t event : events) {
+    const auto as_stream = reinterpret_cast<hipStream_t>(event);
+    REQUIRE(hipStreamQuery(as_stream) == hipErrorInvalidHandle);
+    REQUIRE(hipStreamDestroy(as_stream) == hipErrorInvalidHandle);
+    REQUIRE(hipMemPoolDestroy(reinterpret_cast<hipMemPool_t>(event)) == hipErrorInvalidValue);
+  }
+  for (hipStream_t stream : streams) {
+    REQUIRE(hipEventDestroy(reinterpret_cast<hipEvent_t>(stream)) == hipErrorInvalidHandle);
+    REQUIRE(hipMemPoolDestroy(reinterpret_cast<hipMemPool_t>(stream)) == hipErrorInvalidValue);
+  }
+  for (hipMemPool_t pool : pools) {
+    CHECK(hipStreamDestroy(reinterpret_cast<hipStream_t>(pool)) == hipErrorInvalidHandle);
+    CHECK(hipEventDestroy(reinterpret_cast<hipEvent_t>(pool)) == hipErrorInvalidHandle);
+  }
+  // Nothing was destroyed by the refused calls.
+  for (hipStream_t stream : streams) REQUIRE(hipStreamDestroy(stream) == hipSuccess);
+  for (hipEvent_t event : events) REQUIRE(hipEventDestroy(event) == hipSuccess);
+  for (hipMemPool_t pool : pools) CHECK(hipMemPoolDestroy(pool) == hipSuccess);
+}
+
 TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

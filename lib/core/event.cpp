@@ -28,8 +28,7 @@ hipError_t Event::synchronize() const {
 hipError_t EventRegistry::create(hipEvent_t* event, unsigned flags) {
   auto created = std::make_shared<Event>(flags);
   std::lock_guard lock{mutex_};
-  const std::uintptr_t id = next_id_;
-  next_id_ += kIdStep;
+  const std::uintptr_t id = numbers_.take();
   events_.emplace(id, std::move(created));
   *event = reinterpret_cast<hipEvent_t>(id);
   return hipSuccess;

@@ -2,6 +2,7 @@
 // the latest record only, as HIP specifies.
 #pragma once
 
+#include "core/handle_numbers.hpp"
 #include "core/stream.hpp"
 
 #include <atomic>
@@ -89,9 +90,8 @@ class EventRegistry {
   [[nodiscard]] std::size_t live_events() const;
 
  private:
-  static constexpr std::uintptr_t kIdStep = 16;
   mutable std::mutex mutex_;
-  std::uintptr_t next_id_ = 0x6000;
+  HandleNumbers numbers_{HandleKind::event, 0x6000};
   std::unordered_map<std::uintptr_t, std::shared_ptr<Event>> events_;
 };
 

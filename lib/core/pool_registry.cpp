@@ -56,8 +56,7 @@ void PoolRegistry::retire(const std::shared_ptr<MemoryPool>& pool) {
 }
 
 hipMemPool_t PoolRegistry::add_locked(std::shared_ptr<MemoryPool> pool) {
-  const std::uintptr_t id = next_id_;
-  next_id_ += kIdStep;
+  const std::uintptr_t id = numbers_.take();
   const auto listed = by_address_.emplace(pool->base(), pool).first;
   Rollback unlist{[&] { by_address_.erase(listed); }};
   named_.emplace(id, std::move(pool));

@@ -3,6 +3,7 @@
 // destroyed pool with outstanding allocations stays alive, unnamed, until the last one is freed.
 #pragma once
 
+#include "core/handle_numbers.hpp"
 #include "core/memory_pool.hpp"
 
 #include <atomic>
@@ -52,10 +53,9 @@ class PoolRegistry {
   // drops the registry's reference.
   static void retire(const std::shared_ptr<MemoryPool>& pool);
 
-  static constexpr std::uintptr_t kIdStep = 16;
   Runtime& runtime_;
   mutable std::mutex mutex_;
-  std::uintptr_t next_id_ = 0x7000;
+  HandleNumbers numbers_{HandleKind::pool, 0x7000};
   std::unordered_map<std::uintptr_t, std::shared_ptr<MemoryPool>> named_;
   std::map<std::uintptr_t, std::shared_ptr<MemoryPool>> by_address_;  // named and destroyed-but-busy
   std::vector<hipMemPool_t> default_pools_;

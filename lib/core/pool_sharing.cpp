@@ -16,8 +16,6 @@
 namespace hipxx::core {
 namespace {
 
-constexpr std::uintptr_t kIdStep = 16;
-
 // As for allocation handles: Win32 handle types name real HIP features that Linux cannot give;
 // anything else is not a type.
 hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
@@ -118,8 +116,7 @@ hipError_t PoolSharing::import_pool(hipMemPool_t* pool, void* shared_handle, hip
     return error;
   }
   std::lock_guard lock{import_mutex_};
-  const std::uintptr_t id = next_id_;
-  next_id_ += kIdStep;
+  const std::uintptr_t id = numbers_.take();
   imported_.emplace(id, std::move(created));
   *pool = reinterpret_cast<hipMemPool_t>(id);
   return hipSuccess;

@@ -9,11 +9,12 @@
 // the pool (core/imported_pool.hpp). A chunk mapped in the mirror is the exporter's physical memory
 // as it was when fetched; HIP's free ordering (importers free before the exporter) is what keeps the
 // exporter from unmapping it (and mapping new memory in its place) while an importer still uses it. Imported pools get
-// hipMemPool_t values of their own, never equal to the pool registry's (theirs are 0x7000 + 16n, ours 0x7008 + 16n), so
+// hipMemPool_t values of their own, never equal to the pool registry's (core/handle_numbers.hpp), so
 // every pool call can tell which books to ask. Imported pointers are freed with hipFree or hipFreeAsync: the runtime
 // asks here only when an address is no allocation of its own pools, so ordinary frees pay nothing.
 #pragma once
 
+#include "core/handle_numbers.hpp"
 #include "core/pool_wire.hpp"
 #include "core/stream.hpp"
 
@@ -85,7 +86,7 @@ class PoolSharing {
   std::unique_ptr<PoolBroker> broker_;  // started by the first export
 
   mutable std::mutex import_mutex_;
-  std::uintptr_t next_id_ = 0x7008;
+  HandleNumbers numbers_{HandleKind::imported_pool, 0x7000};
   std::unordered_map<std::uintptr_t, std::shared_ptr<ImportedPool>> imported_;
   std::unordered_map<std::uintptr_t, ImportedPointer> pointers_;  // by address in this process
   std::atomic<std::size_t> pointer_count_{0};  // pointers_.size(), read without the lock

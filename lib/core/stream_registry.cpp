@@ -78,8 +78,7 @@ hipError_t StreamRegistry::create(hipStream_t* stream, StreamTraits traits) {
   std::unique_ptr<backend::Queue> queue = make_queue_ ? make_queue_(traits) : nullptr;
   auto created = std::make_shared<Stream>(std::move(traits), std::move(queue));
   std::lock_guard lock{mutex_};
-  const std::uintptr_t id = next_id_;
-  next_id_ += kIdStep;
+  const std::uintptr_t id = numbers_.take();
   streams_.emplace(id, std::move(created));
   *stream = reinterpret_cast<hipStream_t>(id);
   return hipSuccess;

@@ -4,6 +4,7 @@
 // device and they wait for it; hipStreamPerThread names a blocking stream owned by the calling thread.
 #pragma once
 
+#include "core/handle_numbers.hpp"
 #include "core/stream.hpp"
 
 #include <atomic>
@@ -65,7 +66,6 @@ class StreamRegistry {
   void order_by_null_stream_locked(Stream& stream);
   [[nodiscard]] std::vector<std::shared_ptr<Stream>> blocking_streams_locked(int device) const;
 
-  static constexpr std::uintptr_t kIdStep = 16;
   QueueFactory make_queue_;
   mutable std::mutex mutex_;
   // Which registry a thread's cached resolution came from: unique in the process, where an address
@@ -73,7 +73,7 @@ class StreamRegistry {
   const std::uint64_t serial_;
   // Bumped by every destroy: a thread's cached resolution is good while it is unchanged.
   std::atomic<std::uint64_t> generation_{0};
-  std::uintptr_t next_id_ = 0x5000;
+  HandleNumbers numbers_{HandleKind::stream, 0x5000};
   std::unordered_map<std::uintptr_t, std::shared_ptr<Stream>> streams_;
   // Destroyed streams still finishing queued work: device synchronisation waits for them too.
   std::vector<std::weak_ptr<Stream>> retiring_;
