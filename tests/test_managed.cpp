@@ -490,6 +490,9 @@ TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call" * doctest:
   SUBCASE("refusals") {
     CHECK(hipMemRangeGetAttributes(data.data(), sizes.data(), which.data(), 0, memory.pointer, memory.size) ==
           hipErrorInvalidValue);
+    // A count no array can hold.
+    CHECK(hipMemRangeGetAttributes(data.data(), sizes.data(), which.data(), SIZE_MAX, memory.pointer, memory.size) ==
+          hipErrorInvalidValue);
     CHECK(hipMemRangeGetAttributes(nullptr, sizes.data(), which.data(), 5, memory.pointer, memory.size) ==
           hipErrorInvalidValue);
     CHECK(hipMemRangeGetAttributes(data.data(), nullptr, which.data(), 5, memory.pointer, memory.size) ==

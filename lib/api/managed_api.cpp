@@ -69,7 +69,10 @@ hipError_t hipMemRangeGetAttribute(void* data, size_t data_size, hipMemRangeAttr
 hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRangeAttribute* attributes,
                                     size_t num_attributes, const void* dev_ptr, size_t count) {
   return guarded([&](Runtime& runtime) {
-    if (data == nullptr || data_sizes == nullptr || attributes == nullptr || num_attributes == 0) {
+    // A count larger than any array of pointers can be is a count no caller's arrays hold.
+    constexpr size_t kLongestArray = PTRDIFF_MAX / sizeof(void*);
+    if (data == nullptr || data_sizes == nullptr || attributes == nullptr || num_attributes == 0 ||
+        num_attributes > kLongestArray) {
       return hipErrorInvalidValue;
     }
     std::vector<RangeQuery> requests(num_attributes);
