@@ -1936,6 +1936,68 @@ TEST_CASE(
   CHECK(hipFree(elsewhere_buffer) == hipSuccess);
 }
 
+TEST_CASE(
+    "work on memory that left the runtime's books before it ran (freed, its reservation freed) fails with "
+    "hipErrorIllegalAddress: the range is not taken for the application's own") {
+  LeakCheck leaks;
+  // Copies from the application's memory and word writes to managed memory run on the stream's host
+  // thread on every engine, which checks the memory again when it gets there.
+  const std::vector<unsigned char> source(4096, 0x5A);
+  hipStream_t here = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t on_second = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+
+  SUBCASE("a mapping unmapped and its reservation freed") {
+    const hipMemAllocationProp prop = TwoMappings::device_prop();
+    const std::size_t bytes = TwoMappings::size_for(4096);
+    void* base = nullptr;
+    hipMemGenericAllocationHandle_t handle{};
+    REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
+    REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
+    REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+    const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+    REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+    {
+      Gate gate;
+      gate.block(here);
+      REQUIRE(hipMemcpyAsync(base, source.data(), source.size(), hipMemcpyHostToDevice, here) == hipSuccess);
+      CHECK(hipMemUnmap(base, bytes) == hipSuccess);
+      CHECK(hipMemRelease(handle) == hipSuccess);
+      CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+      gate.open();
+      CHECK(hipStreamSynchronize(here) == hipErrorIllegalAddress);
+    }
+  }
+
+  SUBCASE("device 0's memory freed while a stream of device 1 has a copy into it queued") {
+    // hipFree waits for the memory's own device, not for other devices' streams.
+    void* const memory = malloc_device(source.size());
+    Gate gate;
+    gate.block(on_second);
+    REQUIRE(hipMemcpyAsync(memory, source.data(), source.size(), hipMemcpyHostToDevice, on_second) == hipSuccess);
+    CHECK(hipFree(memory) == hipSuccess);
+    gate.open();
+    CHECK(hipStreamSynchronize(on_second) == hipErrorIllegalAddress);
+  }
+
+  SUBCASE("managed memory freed while a stream of device 1 has a write and a wait on it queued") {
+    void* managed = nullptr;
+    REQUIRE(hipMallocManaged(&managed, 4096, hipMemAttachGlobal) == hipSuccess);
+    auto* const word = static_cast<std::uint32_t*>(managed);
+    Gate gate;
+    gate.block(on_second);
+    REQUIRE(hipStreamWriteValue32(on_second, word, 7, 0) == hipSuccess);
+    REQUIRE(hipStreamWaitValue32(on_second, word + 1, 1, hipStreamWaitValueEq, 0xFFFFFFFFU) == hipSuccess);
+    CHECK(hipFree(managed) == hipSuccess);
+    gate.open();
+    CHECK(hipStreamSynchronize(on_second) == hipErrorIllegalAddress);
+  }
+
+  CHECK(hipStreamDestroy(here) == hipSuccess);
+  CHECK(hipStreamDestroy(on_second) == hipSuccess);
+}
+
 TEST_CASE("a synchronous copy that fails reports its failure once: the null stream it ran on is not left failed") {
   LeakCheck leaks;
   const UnmappedLater mapping;

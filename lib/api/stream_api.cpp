@@ -88,17 +88,18 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
     constexpr std::uint64_t width_mask = hipxx::backend::width_mask_of(sizeof(Word));
     const hipxx::backend::WordWait wait{.value = value, .mask = mask, .condition = *condition};
     const bool host_only = !runtime.queue_may_touch_word(ptr, sizeof(Word));
+    const hipxx::core::MemoryOwner owner = runtime.owner_of(ptr);
     auto on_queue = [host_only, wait, ptr](hipxx::backend::Queue& queue, std::uint64_t /*sequence*/) {
       if (host_only) return hipErrorNotSupported;
       if (always_holds(wait, width_mask)) return hipSuccess;
       return queue.wait_word(ptr, sizeof(Word), wait);
     };
-    return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, wait] {
+    return runtime.streams().enqueue(*target, on_queue, [&runtime, ptr, wait, owner] {
       hipError_t status = hipSuccess;
       hipxx::backend::poll_until(
           [&] {
             std::uint64_t current = 0;
-            status = runtime.load_word(ptr, sizeof(Word), &current);
+            status = runtime.load_word(ptr, sizeof(Word), owner, &current);
             return status != hipSuccess || hipxx::backend::meets(current, wait, width_mask);
           },
           {.yielding_rounds = 1024, .longest_sleep = std::chrono::microseconds{50}});
@@ -116,13 +117,14 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
         error != hipSuccess) {
       return error;
     }
+    const hipxx::core::MemoryOwner owner = runtime.owner_of(ptr);
     return runtime.streams().enqueue(
         *target,
         [host_only = !runtime.queue_may_touch_word(ptr, sizeof(Word)), ptr, value](hipxx::backend::Queue& queue,
-                                                                                    std::uint64_t /*sequence*/) {
+                                                                                   std::uint64_t /*sequence*/) {
           return host_only ? hipErrorNotSupported : queue.write_word(ptr, sizeof(Word), value);
         },
-        [&runtime, ptr, value] { return runtime.store_word(ptr, sizeof(Word), value); });
+        [&runtime, ptr, value, owner] { return runtime.store_word(ptr, sizeof(Word), owner, value); });
   });
 }
 

@@ -200,18 +200,35 @@ hipError_t Runtime::check_copy(void* dst, const void* src, std::size_t bytes, in
   return ok ? hipSuccess : hipErrorInvalidValue;
 }
 
-// Checked again under the lock when the work runs: the memory may have been unmapped since the
-// call was queued, and then the stream reports an illegal address instead of touching it.
-hipError_t Runtime::copy_now(void* dst, const void* src, std::size_t bytes, int device) const {
+MemoryOwner Runtime::owner_of_locked(const void* address) const {
+  return address_space_.tracked(reinterpret_cast<std::uintptr_t>(address)) ? MemoryOwner::runtime
+                                                                           : MemoryOwner::application;
+}
+
+CopyOwners Runtime::owners_of_locked(void* dst, const void* src) const {
+  return {.dst = owner_of_locked(dst), .src = owner_of_locked(src)};
+}
+
+MemoryOwner Runtime::owner_of(const void* address) const {
   std::shared_lock lock{mutex_};
-  if (check_copy(dst, src, bytes, device) != hipSuccess) return hipErrorIllegalAddress;
+  return owner_of_locked(address);
+}
+
+// Checked again under the lock when the work runs: the memory may have been unmapped or freed since
+// the call was queued, and then the stream reports an illegal address instead of touching it.
+hipError_t Runtime::copy_now(void* dst, const void* src, std::size_t bytes, int device, CopyOwners owners) const {
+  std::shared_lock lock{mutex_};
+  const CopyOwners now = owners_of_locked(dst, src);
+  if (now.dst != owners.dst || now.src != owners.src || check_copy(dst, src, bytes, device) != hipSuccess) {
+    return hipErrorIllegalAddress;
+  }
   return backend_->copy(dst, src, bytes);
 }
 
-hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const {
+hipError_t Runtime::fill_now(void* dst, unsigned char value, std::size_t bytes, int device, MemoryOwner owner) const {
   std::shared_lock lock{mutex_};
-  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
-                                       hipMemAccessFlagsProtReadWrite)) {
+  if (owner_of_locked(dst) != owner || !address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes,
+                                                                        device, hipMemAccessFlagsProtReadWrite)) {
     return hipErrorIllegalAddress;
   }
   return backend_->fill(dst, value, bytes);
@@ -242,12 +259,14 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
   const int device = current_device();
+  CopyOwners owners;
   {
     std::shared_lock lock{mutex_};
     if (const hipError_t error = check_copy(dst, src, bytes, device); error != hipSuccess) return error;
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
+    owners = owners_of_locked(dst, src);
   }
-  return run_on_null_stream(device, [&] { return copy_now(dst, src, bytes, device); });
+  return run_on_null_stream(device, [&] { return copy_now(dst, src, bytes, device, owners); });
 }
 
 hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
@@ -255,6 +274,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
   if (dst == nullptr) return hipErrorInvalidValue;
   const int device = current_device();
   const auto byte = static_cast<unsigned char>(value);
+  MemoryOwner owner = MemoryOwner::application;
   {
     std::shared_lock lock{mutex_};
     if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, device,
@@ -262,8 +282,9 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
       return hipErrorInvalidValue;
     }
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
+    owner = owner_of_locked(dst);
   }
-  return run_on_null_stream(device, [&] { return fill_now(dst, byte, bytes, device); });
+  return run_on_null_stream(device, [&] { return fill_now(dst, byte, bytes, device, owner); });
 }
 
 hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind, hipStream_t stream) {
@@ -276,13 +297,13 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   // The stream's device runs the copy, and copy_now checks for it again when it does: memory it
   // cannot reach is refused here rather than skipped there.
   const int stream_device = target->traits().device;
-  bool host_memory = false;
+  CopyOwners owners;
   {
     std::shared_lock lock{mutex_};
     if (const hipError_t error = check_copy(dst, src, bytes, stream_device); error != hipSuccess) return error;
-    host_memory = !address_space_.tracked(reinterpret_cast<std::uintptr_t>(dst)) ||
-                  !address_space_.tracked(reinterpret_cast<std::uintptr_t>(src));
+    owners = owners_of_locked(dst, src);
   }
+  const bool host_memory = owners.dst == MemoryOwner::application || owners.src == MemoryOwner::application;
   // A device queue's copy to or from the application's own host memory would hold the calling
   // thread until the queue got there (CUDA stages pageable memory that way); the stream's host
   // thread does those copies instead, so hipMemcpyAsync stays asynchronous.
@@ -291,7 +312,7 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
       [=](backend::Queue& queue, std::uint64_t /*sequence*/) {
         return host_memory ? hipErrorNotSupported : queue.copy(dst, src, bytes);
       },
-      [this, dst, src, bytes, stream_device] { return copy_now(dst, src, bytes, stream_device); });
+      [this, dst, src, bytes, stream_device, owners] { return copy_now(dst, src, bytes, stream_device, owners); });
 }
 
 hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStream_t stream) {
@@ -302,11 +323,19 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   if (dst == nullptr) return hipErrorInvalidValue;
   // As for copies: checked for the device that runs the fill, which checks again when it does.
   const int stream_device = target->traits().device;
-  if (!accessible(dst, bytes, hipMemAccessFlagsProtReadWrite, stream_device)) return hipErrorInvalidValue;
+  MemoryOwner owner = MemoryOwner::application;
+  {
+    std::shared_lock lock{mutex_};
+    if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(dst), bytes, stream_device,
+                                         hipMemAccessFlagsProtReadWrite)) {
+      return hipErrorInvalidValue;
+    }
+    owner = owner_of_locked(dst);
+  }
   const auto byte = static_cast<unsigned char>(value);
   return streams_.enqueue(
       *target, [=](backend::Queue& queue, std::uint64_t /*sequence*/) { return queue.fill(dst, byte, bytes); },
-      [this, dst, byte, bytes, stream_device] { return fill_now(dst, byte, bytes, stream_device); });
+      [this, dst, byte, bytes, stream_device, owner] { return fill_now(dst, byte, bytes, stream_device, owner); });
 }
 
 bool Runtime::queue_may_touch_word(const void* address, std::size_t bytes) const {
@@ -317,18 +346,20 @@ bool Runtime::queue_may_touch_word(const void* address, std::size_t bytes) const
 
 // Checked again at every use, under the lock: the word may have been freed or unmapped while a
 // wait was queued, and then the stream reports an illegal address instead of touching it.
-hipError_t Runtime::load_word(const void* address, std::size_t bytes, std::uint64_t* value) const {
+hipError_t Runtime::load_word(const void* address, std::size_t bytes, MemoryOwner owner, std::uint64_t* value) const {
   std::shared_lock lock{mutex_};
-  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
+  if (owner_of_locked(address) != owner ||
+      !address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
                                        hipMemAccessFlagsProtRead)) {
     return hipErrorIllegalAddress;
   }
   return backend_->load_word(address, bytes, value);
 }
 
-hipError_t Runtime::store_word(void* address, std::size_t bytes, std::uint64_t value) const {
+hipError_t Runtime::store_word(void* address, std::size_t bytes, MemoryOwner owner, std::uint64_t value) const {
   std::shared_lock lock{mutex_};
-  if (!address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
+  if (owner_of_locked(address) != owner ||
+      !address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, current_device(),
                                        hipMemAccessFlagsProtReadWrite)) {
     return hipErrorIllegalAddress;
   }

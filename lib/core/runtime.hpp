@@ -31,6 +31,17 @@ struct BookCounts {
   std::size_t linear_allocations = 0;
 };
 
+// Whose memory an address is: the runtime's (device, pool, managed, IPC or mapped memory, in its
+// books) or the application's own. Stream work notes it when queued; memory of the runtime's that
+// has left the books by the time the work runs (freed, unmapped, closed) is then an illegal address,
+// as it is to a GPU, not memory of the application's to touch.
+enum class MemoryOwner : bool { application, runtime };
+
+struct CopyOwners {
+  MemoryOwner dst = MemoryOwner::application;
+  MemoryOwner src = MemoryOwner::application;
+};
+
 class alignas(64) Runtime {
  public:
   // The process's runtime, built at the first call over the backend HIPXX_BACKEND (or the machine)
@@ -137,9 +148,12 @@ class alignas(64) Runtime {
   // a device without pageable-memory access would fault on (a CUDA fault spoils the whole context).
   // Other words are waited for and written by the stream's host thread.
   [[nodiscard]] bool queue_may_touch_word(const void* address, std::size_t bytes) const;
-  // Single machine words, for stream wait/write value.
-  [[nodiscard]] hipError_t load_word(const void* address, std::size_t bytes, std::uint64_t* value) const;
-  [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, std::uint64_t value) const;
+  [[nodiscard]] MemoryOwner owner_of(const void* address) const;
+  // Single machine words, for stream wait/write value: `owner` is the word's owner when the work was
+  // queued.
+  [[nodiscard]] hipError_t load_word(const void* address, std::size_t bytes, MemoryOwner owner,
+                                     std::uint64_t* value) const;
+  [[nodiscard]] hipError_t store_word(void* address, std::size_t bytes, MemoryOwner owner, std::uint64_t value) const;
 
   [[nodiscard]] BookCounts counts() const;
   // How many mappings the reservation starting at `base` holds (hipxxGetReservationMappingCount).
@@ -194,8 +208,11 @@ class alignas(64) Runtime {
   std::string selection_error_;
   std::string stream_engine_;
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
-  [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device) const;
-  [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device) const;
+  [[nodiscard]] MemoryOwner owner_of_locked(const void* address) const;
+  [[nodiscard]] CopyOwners owners_of_locked(void* dst, const void* src) const;
+  [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device, CopyOwners owners) const;
+  [[nodiscard]] hipError_t fill_now(void* dst, unsigned char value, std::size_t bytes, int device,
+                                    MemoryOwner owner) const;
   // Runs `work` in null-stream order on the null stream's host thread, even where the stream has a
   // device queue: a synchronous copy or fill checks the memory under the books' lock as it goes, so
   // memory another thread unmaps meanwhile is refused, not touched. Returns the work's result.
