@@ -5,6 +5,7 @@
 #include <hipxx/ipc.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -43,7 +44,8 @@ int serve(int socket) {
     Reply reply{};
     Slot* slot = request.slot < slots.size() ? &slots[request.slot] : nullptr;
     bool const needs_slot = request.op == Op::drop_cpp || request.op == Op::close || request.op == Op::free ||
-                            request.op == Op::fill || request.op == Op::verify || request.op == Op::scribble;
+                            request.op == Op::close_behind_copy || request.op == Op::fill || request.op == Op::verify ||
+                            request.op == Op::scribble;
     if (needs_slot && slot == nullptr) {
       reply.status = -1;
     } else {
@@ -111,6 +113,24 @@ int serve(int socket) {
           scribblers.emplace_back([pointer = slot->pointer, request] {
             for (std::uint64_t round = 1;; ++round) (void)fill(pointer, request.offset, request.length, request.seed + round);
           });
+          break;
+        }
+        case Op::close_behind_copy: {
+          auto const bytes = pattern_bytes(request.seed, request.offset, request.length);
+          hipStream_t stream = nullptr;
+          reply.status = hipStreamCreate(&stream);
+          if (reply.status != hipSuccess) break;
+          // From the application's memory, so the copy runs on the stream's host thread on every
+          // engine, behind the callback.
+          (void)hipStreamAddCallback(
+              stream,
+              [](hipStream_t, hipError_t, void*) { std::this_thread::sleep_for(std::chrono::milliseconds{200}); },
+              nullptr, 0);
+          reply.status = hipMemcpyAsync(static_cast<unsigned char*>(slot->pointer) + request.offset, bytes.data(),
+                                        request.length, hipMemcpyHostToDevice, stream);
+          if (reply.status == hipSuccess) reply.status = hipIpcCloseMemHandle(slot->pointer);
+          reply.value = static_cast<std::uint64_t>(hipStreamSynchronize(stream));
+          (void)hipStreamDestroy(stream);
           break;
         }
         case Op::exit:

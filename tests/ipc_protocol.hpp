@@ -27,6 +27,10 @@ enum class Op : std::uint32_t {
   verify,       // reads it back (hipMemcpy); reply.value = bytes that differ from pattern `seed`
   scribble,     // a thread rewrites [offset, offset + length) of slot forever; replies after one pass
   exit,         // replies, then exits 0 (normally, with exit(), unless scribblers run)
+  // Queues a copy of pattern `seed` over [offset, offset + length) of slot on a stream that a
+  // callback holds for a while, closes the slot's handle (hipIpcCloseMemHandle) while the copy waits,
+  // then synchronizes the stream: reply.status = the close's result, reply.value = the synchronize's.
+  close_behind_copy,
 };
 
 struct Request {

@@ -486,6 +486,22 @@ static_assert(!std::is_copy_assignable_v<hipxx::IpcMapping>);
 static_assert(std::is_nothrow_move_constructible_v<hipxx::IpcMapping>);
 static_assert(std::is_nothrow_move_assignable_v<hipxx::IpcMapping>);
 
+TEST_CASE("close waits for the importer's queued work on the memory, which lands before the mapping goes") {
+  stest::LeakCheck leaks;
+  constexpr std::size_t kSize = 2 * kPage + 10;
+  Peer peer;
+  DeviceBlock block{kSize, 1};
+  Reply const opened = peer.open(block.handle());
+  REQUIRE(opened.status == hipSuccess);
+  // The peer queues a copy into the mapping behind a held stream and closes the handle at once.
+  Reply const closed = peer.on_slot(Op::close_behind_copy, opened.value, 10, kSize - 10, 2);
+  CHECK(closed.status == hipSuccess);
+  CHECK(closed.value == hipSuccess);  // the copy ran before the close unmapped it
+  CHECK(mismatches(block.pointer, 0, 10, 1) == 0);
+  CHECK(mismatches(block.pointer, 10, kSize - 10, 2) == 0);
+  CHECK(peer.on_slot(Op::close, opened.value).status == hipErrorInvalidValue);  // closed once
+}
+
 TEST_CASE("IpcHandle: export, bytes and back") {
   stest::LeakCheck leaks;
   DeviceBlock block{kPage, 1};

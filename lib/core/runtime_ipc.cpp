@@ -51,11 +51,24 @@ hipError_t Runtime::ipc_open(void** ptr, const hipIpcMemHandle_t& handle, unsign
 
 hipError_t Runtime::ipc_close(void* ptr) {
   if (ptr == nullptr) return hipErrorInvalidValue;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  int device = 0;
+  {
+    std::shared_lock lock{mutex_};
+    const LinearAllocation* const opened = address_space_.linear_at(address);
+    if (opened == nullptr || opened->kind != LinearKind::ipc_opened) return hipErrorInvalidValue;
+    device = opened->device;
+  }
+  // As hipFree does (and AMD's hipIpcCloseMemHandle): queued work that may still use the memory
+  // finishes first. A stream's failure is its synchronize's to report.
+  (void)streams_.synchronize_device(device);
+  if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
-  LinearAllocation* const opened = address_space_.linear_at(reinterpret_cast<std::uintptr_t>(ptr));
+  LinearAllocation* const opened = address_space_.linear_at(address);
+  // Closed by another thread meanwhile.
   if (opened == nullptr || opened->kind != LinearKind::ipc_opened) return hipErrorInvalidValue;
   if (const hipError_t error = backend_->ipc_close(ptr, opened->size); error != hipSuccess) return error;
-  if (--opened->opens == 0) (void)address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
+  if (--opened->opens == 0) (void)address_space_.take_linear(address);
   return hipSuccess;
 }
 
