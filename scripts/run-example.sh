@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(meson ninja-build g++ pkg-config libboost-dev librange-v3-dev python3 ca-certificates)
+packages=(meson ninja-build g++ pkg-config libboost-dev python3 ca-certificates)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"

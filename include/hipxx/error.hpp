@@ -1,6 +1,6 @@
 // Errors as values: every fallible hipxx call returns hipxx::result<T>, whose error is a
-// std::error_code in the "hip" category carrying the hipError_t, or in std::system_category()
-// carrying an errno where the failure came from the OS (file descriptors, sockets).
+// std::error_code in the "hip" category carrying the hipError_t, or an errno in the system or
+// generic category where the failure came from the OS (file descriptors, sockets).
 // Callers who prefer exceptions call .value(), which throws std::system_error.
 #pragma once
 

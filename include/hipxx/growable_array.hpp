@@ -1,6 +1,7 @@
 // A device array that grows without moving: it reserves one large virtual range up front and maps
 // physical chunks into it as it grows, so data() never changes, growth copies nothing, and the memory
-// held is the size rounded up to a whole chunk (where std::vector-style growth peaks at old + new).
+// held is the size rounded up to a whole chunk, or what reserve() mapped ahead until shrink_to_fit()
+// (where std::vector-style growth peaks at old + new).
 //
 // Not thread-safe, like std::vector. Elements live in device memory: data() is a device address,
 // and every transfer goes through hipMemcpy/hipMemset so the same code runs on a GPU backend.

@@ -280,6 +280,8 @@ class ManagedBuffer : public detail::ManagedRangeOperations<ManagedBuffer<T>> {
 
   // data(), span(), the elements and ranges are views of the memory, so not of a temporary buffer:
   // it is freed at the end of the statement, and the view would reach whatever is allocated there next.
+  // (A range-for over `create(n).value()` is not caught: C++20 binds the loop to a reference into
+  // the result, which is gone before begin() is called. Name the buffer first.)
   [[nodiscard]] T* data() const& noexcept { return data_; }
   void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
