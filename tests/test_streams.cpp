@@ -1936,42 +1936,47 @@ TEST_CASE(
   CHECK(hipFree(elsewhere_buffer) == hipSuccess);
 }
 
-TEST_CASE(
-    "work on memory that left the runtime's books before it ran (freed, its reservation freed) fails with "
-    "hipErrorIllegalAddress: the range is not taken for the application's own") {
+// Copies from the application's memory and word writes to managed memory run on the stream's host
+// thread on every engine, which checks the memory again when it gets there: memory of the
+// runtime's that has left its books by then is not taken for the application's own.
+TEST_CASE("a copy into a mapping whose reservation was freed before it ran fails with hipErrorIllegalAddress") {
   LeakCheck leaks;
-  // Copies from the application's memory and word writes to managed memory run on the stream's host
-  // thread on every engine, which checks the memory again when it gets there.
   const std::vector<unsigned char> source(4096, 0x5A);
-  hipStream_t here = make_stream(hipStreamNonBlocking);
+  hipStream_t stream = make_stream(hipStreamNonBlocking);
+  const hipMemAllocationProp prop = TwoMappings::device_prop();
+  const std::size_t bytes = TwoMappings::size_for(source.size());
+  void* base = nullptr;
+  hipMemGenericAllocationHandle_t handle{};
+  REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
+  REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
+  REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
+  const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
+  {
+    Gate gate;
+    gate.block(stream);
+    REQUIRE(hipMemcpyAsync(base, source.data(), source.size(), hipMemcpyHostToDevice, stream) == hipSuccess);
+    CHECK(hipMemUnmap(base, bytes) == hipSuccess);
+    CHECK(hipMemRelease(handle) == hipSuccess);
+    CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
+    gate.open();
+    CHECK(hipStreamSynchronize(stream) == hipErrorIllegalAddress);
+  }
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
+TEST_CASE(
+    "memory freed while another device's stream has work on it queued: that work fails with "
+    "hipErrorIllegalAddress" *
+    doctest::test_suite("devices-2")) {
+  LeakCheck leaks;
+  // hipFree waits for the memory's own device, not for other devices' streams.
+  const std::vector<unsigned char> source(4096, 0x5A);
   REQUIRE(hipSetDevice(1) == hipSuccess);
   hipStream_t on_second = make_stream(hipStreamNonBlocking);
   REQUIRE(hipSetDevice(0) == hipSuccess);
 
-  SUBCASE("a mapping unmapped and its reservation freed") {
-    const hipMemAllocationProp prop = TwoMappings::device_prop();
-    const std::size_t bytes = TwoMappings::size_for(4096);
-    void* base = nullptr;
-    hipMemGenericAllocationHandle_t handle{};
-    REQUIRE(hipMemAddressReserve(&base, bytes, 0, nullptr, 0) == hipSuccess);
-    REQUIRE(hipMemCreate(&handle, bytes, &prop, 0) == hipSuccess);
-    REQUIRE(hipMemMap(base, bytes, 0, handle, 0) == hipSuccess);
-    const hipMemAccessDesc access{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
-    REQUIRE(hipMemSetAccess(base, bytes, &access, 1) == hipSuccess);
-    {
-      Gate gate;
-      gate.block(here);
-      REQUIRE(hipMemcpyAsync(base, source.data(), source.size(), hipMemcpyHostToDevice, here) == hipSuccess);
-      CHECK(hipMemUnmap(base, bytes) == hipSuccess);
-      CHECK(hipMemRelease(handle) == hipSuccess);
-      CHECK(hipMemAddressFree(base, bytes) == hipSuccess);
-      gate.open();
-      CHECK(hipStreamSynchronize(here) == hipErrorIllegalAddress);
-    }
-  }
-
-  SUBCASE("device 0's memory freed while a stream of device 1 has a copy into it queued") {
-    // hipFree waits for the memory's own device, not for other devices' streams.
+  SUBCASE("device memory, with a copy into it") {
     void* const memory = malloc_device(source.size());
     Gate gate;
     gate.block(on_second);
@@ -1981,7 +1986,7 @@ TEST_CASE(
     CHECK(hipStreamSynchronize(on_second) == hipErrorIllegalAddress);
   }
 
-  SUBCASE("managed memory freed while a stream of device 1 has a write and a wait on it queued") {
+  SUBCASE("managed memory, with a word write and a wait on it") {
     void* managed = nullptr;
     REQUIRE(hipMallocManaged(&managed, 4096, hipMemAttachGlobal) == hipSuccess);
     auto* const word = static_cast<std::uint32_t*>(managed);
@@ -1994,7 +1999,6 @@ TEST_CASE(
     CHECK(hipStreamSynchronize(on_second) == hipErrorIllegalAddress);
   }
 
-  CHECK(hipStreamDestroy(here) == hipSuccess);
   CHECK(hipStreamDestroy(on_second) == hipSuccess);
 }
 
