@@ -2002,6 +2002,69 @@ TEST_CASE(
   CHECK(hipStreamDestroy(on_second) == hipSuccess);
 }
 
+namespace {
+// What a callback got from the calls that would wait for its own stream.
+struct SelfWaitingCalls {
+  void* memory = nullptr;
+  const unsigned char* source = nullptr;
+  std::size_t bytes = 0;
+  hipError_t freed = hipSuccess;
+  hipError_t device_synchronized = hipSuccess;
+  hipError_t copied = hipSuccess;
+  hipError_t filled = hipSuccess;
+};
+
+void call_what_waits_for_itself(hipStream_t /*stream*/, hipError_t /*status*/, void* data) {
+  auto* calls = static_cast<SelfWaitingCalls*>(data);
+  calls->freed = hipFree(calls->memory);
+  calls->device_synchronized = hipDeviceSynchronize();
+  calls->copied = hipMemcpy(calls->memory, calls->source, calls->bytes, hipMemcpyHostToDevice);
+  calls->filled = hipMemset(calls->memory, 0, calls->bytes);
+}
+}  // namespace
+
+TEST_CASE(
+    "a callback's hipFree, hipDeviceSynchronize and, on a blocking or the null stream, hipMemcpy and hipMemset "
+    "would wait for the callback itself: refused with hipErrorIllegalState, not left to hang") {
+  LeakCheck leaks;
+  const std::vector<unsigned char> source(4096, 0x3C);
+  void* const memory = malloc_device(source.size());
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  for (hipStream_t stream : {blocking, hipStream_t{nullptr}}) {
+    CAPTURE(stream);
+    SelfWaitingCalls calls{.memory = memory, .source = source.data(), .bytes = source.size()};
+    REQUIRE(hipStreamAddCallback(stream, call_what_waits_for_itself, &calls, 0) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(calls.freed == hipErrorIllegalState);
+    CHECK(calls.device_synchronized == hipErrorIllegalState);
+    CHECK(calls.copied == hipErrorIllegalState);
+    CHECK(calls.filled == hipErrorIllegalState);
+  }
+  // The refused free left the memory allocated and usable.
+  REQUIRE(hipMemcpy(memory, source.data(), source.size(), hipMemcpyHostToDevice) == hipSuccess);
+  CHECK(test_support::all_bytes_are(read_back(memory, source.size()), 0x3C));
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipFree(memory) == hipSuccess);
+}
+
+TEST_CASE("a callback that names its own stream does not keep the stream, or its thread, after it is destroyed") {
+  LeakCheck leaks;
+  const auto round = [] {
+    hipStream_t stream = make_stream(hipStreamNonBlocking);
+    REQUIRE(hipStreamAddCallback(
+                stream, [](hipStream_t self, hipError_t, void*) { (void)hipStreamQuery(self); }, nullptr, 0) ==
+            hipSuccess);
+    REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+    REQUIRE(hipStreamDestroy(stream) == hipSuccess);
+  };
+  round();  // whatever the runtime starts once, at the first stream's end, is there from now on
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  const std::size_t before = thread_count();
+  for (int rounds = 0; rounds < 20; ++rounds) round();
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  CHECK(eventually([&] { return thread_count() <= before; }));
+}
+
 TEST_CASE("a synchronous copy that fails reports its failure once: the null stream it ran on is not left failed") {
   LeakCheck leaks;
   const UnmappedLater mapping;

@@ -131,17 +131,20 @@ hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*fla
 // What host work on a device queue needs when the driver calls it back: `call(status)`.
 template <class Call>
 struct QueuedHostWork : hipxx::backend::HostCall {
-  explicit QueuedHostWork(Call call_) noexcept : HostCall{.run = &run}, call(call_) {}
+  QueuedHostWork(Call call_, hipxx::core::StreamWorkSource source_) noexcept
+      : HostCall{.run = &run}, call(call_), source(source_) {}
 
   static void run(HostCall* base, hipError_t status) {
     // Every HostCall whose run is this one is a QueuedHostWork<Call>: run and type are set together.
     const std::unique_ptr<QueuedHostWork> owned{
         static_cast<QueuedHostWork*>(base)};  // NOLINT(cppcoreguidelines-pro-type-static-cast-downcast)
-    const hipxx::core::RunningStreamWork running;
+    const hipxx::core::RunningStreamWork running{owned->source};
     owned->call(status);
+    hipxx::core::forget_resolved_stream();
   }
 
   Call call;
+  hipxx::core::StreamWorkSource source;
 };
 
 // Queues `call(status)` on `target` in stream order, with the stream's status at that point: on the
@@ -158,7 +161,8 @@ hipError_t enqueue_host_work(Runtime& runtime, Stream& target, Call call) {
         const auto with_stream_failure = [raw, call, sequence](hipError_t status) {
           call(status != hipSuccess ? status : raw->work_failure_through(sequence));
         };
-        auto work = std::make_unique<QueuedHostWork<decltype(with_stream_failure)>>(with_stream_failure);
+        auto work =
+            std::make_unique<QueuedHostWork<decltype(with_stream_failure)>>(with_stream_failure, raw->work_source());
         const hipError_t accepted = queue.host_call(work.get(), sequence);
         if (accepted == hipSuccess) (void)work.release();
         return accepted;

@@ -144,6 +144,7 @@ hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
   if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
     // hipFree of a stream-ordered allocation waits for the device, then frees at once.
+    if (RunningStreamWork::would_wait_for_itself(pool->device())) return hipErrorIllegalState;
     (void)streams_.synchronize_device(pool->device());
     if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
     pools_.forget_if_drained(pool);
@@ -164,6 +165,7 @@ hipError_t Runtime::deallocate(void* ptr) {
   }
   // Like hipFree on a GPU: queued work that may still use the memory finishes first. A stream's
   // failure is its synchronize's to report; the memory is freed all the same.
+  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
   (void)streams_.synchronize_device(device);
   if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
@@ -266,6 +268,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
     owners = owners_of_locked(dst, src);
   }
+  if (RunningStreamWork::null_stream_would_wait_for_it(device)) return hipErrorIllegalState;
   return run_on_null_stream(device, [&] { return copy_now(dst, src, bytes, device, owners); });
 }
 
@@ -284,6 +287,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
     owner = owner_of_locked(dst);
   }
+  if (RunningStreamWork::null_stream_would_wait_for_it(device)) return hipErrorIllegalState;
   return run_on_null_stream(device, [&] { return fill_now(dst, byte, bytes, device, owner); });
 }
 
@@ -368,6 +372,7 @@ hipError_t Runtime::store_word(void* address, std::size_t bytes, MemoryOwner own
 
 hipError_t Runtime::synchronize() {
   const int device = current_device();
+  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
   // Work that failed on any stream of the device is reported here, as HIP reports an earlier
   // asynchronous failure at the next synchronize; the device's own failure comes first.
   const hipError_t streams_failure = streams_.synchronize_device(device);

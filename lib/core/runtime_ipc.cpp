@@ -61,6 +61,7 @@ hipError_t Runtime::ipc_close(void* ptr) {
   }
   // As hipFree does (and AMD's hipIpcCloseMemHandle): queued work that may still use the memory
   // finishes first. A stream's failure is its synchronize's to report.
+  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
   (void)streams_.synchronize_device(device);
   if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};

@@ -18,13 +18,31 @@ std::atomic<std::uint64_t> next_serial{1};
 // Set on a worker thread once its own stream has been destroyed on it: run() must not touch
 // the stream again.
 thread_local bool own_stream_destroyed = false;
-// Whether this thread runs stream work: a stream's own thread, or a callback's while it runs.
+// Whether this thread runs stream work: a stream's own thread, or a callback's while it runs; and
+// of which stream.
 thread_local bool running_stream_work = false;
+thread_local StreamWorkSource running_source;
 }  // namespace
 
-RunningStreamWork::RunningStreamWork() noexcept : was_running_(running_stream_work) { running_stream_work = true; }
+RunningStreamWork::RunningStreamWork(StreamWorkSource source) noexcept
+    : was_running_(running_stream_work), was_source_(running_source) {
+  running_stream_work = true;
+  running_source = source;
+}
 
-RunningStreamWork::~RunningStreamWork() { running_stream_work = was_running_; }
+RunningStreamWork::~RunningStreamWork() {
+  running_stream_work = was_running_;
+  running_source = was_source_;
+}
+
+std::optional<StreamWorkSource> RunningStreamWork::current() noexcept {
+  return running_stream_work ? std::optional{running_source} : std::nullopt;
+}
+
+StreamWorkSource Stream::work_source() const noexcept {
+  return {.device = traits_.device,
+          .waited_for_by_null_stream = traits_.is_null || (traits_.flags & hipStreamNonBlocking) == 0};
+}
 
 Stream::Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue)
     : traits_(std::move(traits)),
@@ -302,7 +320,7 @@ void Stream::wait_for_room() {
 }
 
 void Stream::run() {
-  const RunningStreamWork running;
+  const RunningStreamWork running{work_source()};
   adopt_device(traits_.device);
   std::unique_lock lock{mutex_};
   for (;;) {
@@ -345,6 +363,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
     result = hipErrorUnknown;
   }
   task.work = nullptr;  // captured state dies outside the lock, before waiters wake
+  forget_resolved_stream();
   if (own_stream_destroyed) {
     // That state held the last reference: *this is gone, its destructor finished the queue.
     return false;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -49,19 +50,48 @@ struct StreamTraits {
   bool is_null = false;
 };
 
-// Marks the calling thread as running stream work (a callback the driver calls, say) while it
-// lives: such a thread never waits for room on a stream (see Stream::wait_for_room).
+// Drops the calling thread's cached resolution of a stream handle (core/stream_registry.cpp). A
+// thread that runs stream work does so after each piece of it: it may never resolve another handle,
+// and its cache would keep a stream that its work named alive after the stream was destroyed.
+void forget_resolved_stream() noexcept;
+
+// What a thread that runs stream work knows of the stream it runs: calls that would wait for that
+// stream from there (a device synchronize, say, from a callback) would wait for themselves.
+struct StreamWorkSource {
+  int device = -1;
+  bool waited_for_by_null_stream = false;  // the null stream itself, or a blocking stream
+};
+
+// Marks the calling thread as running stream work (a callback the driver calls, say) of `source`
+// while it lives: such a thread never waits for room on a stream (see Stream::wait_for_room).
 class RunningStreamWork {
  public:
-  RunningStreamWork() noexcept;
+  explicit RunningStreamWork(StreamWorkSource source) noexcept;
   RunningStreamWork(const RunningStreamWork&) = delete;
   RunningStreamWork& operator=(const RunningStreamWork&) = delete;
   RunningStreamWork(RunningStreamWork&&) = delete;
   RunningStreamWork& operator=(RunningStreamWork&&) = delete;
   ~RunningStreamWork();
 
+  // The stream work the calling thread runs, if it runs any.
+  [[nodiscard]] static std::optional<StreamWorkSource> current() noexcept;
+  // Whether the calling thread runs work of a stream of `device`: what waits for every stream of the
+  // device (a device synchronize, hipFree) would wait for itself there, and is refused instead
+  // (hipErrorIllegalState; CUDA forbids runtime calls from callbacks altogether).
+  [[nodiscard]] static bool would_wait_for_itself(int device) noexcept {
+    const std::optional<StreamWorkSource> running = current();
+    return running && running->device == device;
+  }
+  // Likewise for what waits on `device`'s null stream (a synchronous copy or fill), which waits for
+  // the device's blocking streams and for itself.
+  [[nodiscard]] static bool null_stream_would_wait_for_it(int device) noexcept {
+    const std::optional<StreamWorkSource> running = current();
+    return running && running->device == device && running->waited_for_by_null_stream;
+  }
+
  private:
   bool was_running_;
+  StreamWorkSource was_source_;
 };
 
 class Stream {
@@ -129,6 +159,7 @@ class Stream {
   [[nodiscard]] std::vector<PoolRef> pools() const;
 
   [[nodiscard]] const StreamTraits& traits() const noexcept { return traits_; }
+  [[nodiscard]] StreamWorkSource work_source() const noexcept;
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
 

@@ -187,6 +187,10 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
   return last.stream;
 }
 
+void forget_resolved_stream() noexcept {
+  if (!thread_state_gone) thread_state.last = ResolvedStream{};
+}
+
 Stream& StreamRegistry::null_stream_locked(int device) {
   auto& slot = null_streams_.at(static_cast<std::size_t>(device));
   if (!slot) {
