@@ -2065,6 +2065,44 @@ TEST_CASE("a callback that names its own stream does not keep the stream, or its
   CHECK(eventually([&] { return thread_count() <= before; }));
 }
 
+namespace {
+// A stream that its own first callback fills past the bound on what a stream holds (its own thread
+// may queue past it), then holds until `let_go` is set.
+struct OverfullStream {
+  hipStream_t stream = nullptr;
+  std::atomic<bool> filled{false};
+  std::atomic<bool> let_go{false};
+
+  static void fill_and_hold(void* data) {
+    auto* self = static_cast<OverfullStream*>(data);
+    for (int task = 0; task < 1100; ++task)
+      (void)hipLaunchHostFunc(
+          self->stream, [](void*) {}, nullptr);
+    self->filled = true;
+    while (!self->let_go) std::this_thread::sleep_for(1ms);
+  }
+};
+}  // namespace
+
+TEST_CASE("work offered to a stream while it is destroyed, by a thread that waited for room, is refused") {
+  LeakCheck leaks;
+  OverfullStream full;
+  full.stream = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipLaunchHostFunc(full.stream, OverfullStream::fill_and_hold, &full) == hipSuccess);
+  REQUIRE(eventually([&] { return full.filled.load(); }));
+  std::uint32_t word = 0;
+  hipError_t late = hipSuccess;
+  // Resolves the stream, then waits for room (or, where it comes later, finds the handle gone).
+  std::thread offering([&] { late = hipStreamWriteValue32(full.stream, &word, 1, 0); });
+  std::this_thread::sleep_for(100ms);
+  CHECK(hipStreamDestroy(full.stream) == hipSuccess);
+  full.let_go = true;
+  offering.join();
+  CHECK(late == hipErrorInvalidHandle);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+  CHECK(word == 0);  // nothing of it ran after the stream's end
+}
+
 TEST_CASE("a synchronous copy that fails reports its failure once: the null stream it ran on is not left failed") {
   LeakCheck leaks;
   const UnmappedLater mapping;

@@ -162,6 +162,11 @@ class Stream {
   [[nodiscard]] StreamWorkSource work_source() const noexcept;
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
+  // Set by hipStreamDestroy, under the registry's lock: work that a caller resolved the stream for
+  // before, and offers after (having waited for room meanwhile), is refused rather than queued
+  // behind the stream's final task.
+  void mark_destroyed() noexcept { destroyed_.store(true, std::memory_order_relaxed); }
+  [[nodiscard]] bool destroyed() const noexcept { return destroyed_.load(std::memory_order_relaxed); }
 
   // Tasks waiting for the stream's thread past which wait_for_room holds producers, as a device
   // queue bounds what it keeps. Work queued by threads exempt from the wait, by callers that passed
@@ -238,6 +243,7 @@ class Stream {
   // The first failure of the stream's own work, and the number of the work that failed; read
   // without the lock (by callbacks on a driver's thread, among others). Set once.
   std::atomic<hipError_t> failure_{hipSuccess};
+  std::atomic<bool> destroyed_{false};
   std::atomic<std::uint64_t> failed_at_{0};
   bool stopping_ = false;
   std::thread worker_;

@@ -116,6 +116,7 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
     // stream (a pool the null stream holds as well is only trimmed once more).
     null_stream_locked(found->second->traits().device).adopt_pools_of(*found->second);
     doomed = std::move(found->second);
+    doomed->mark_destroyed();
     streams_.erase(found);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -251,6 +252,7 @@ std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool impl
 hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host, std::uint64_t* sequence) {
   stream.wait_for_room();  // before the lock: a full queue holds up only this thread
   std::lock_guard lock{mutex_};
+  if (stream.destroyed()) return hipErrorInvalidHandle;  // while this thread waited for room
   order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(on_queue), std::move(on_host), sequence);
 }
