@@ -561,6 +561,50 @@ TEST_CASE("a stream/event/pool handle passed as another kind is refused: none na
   for (hipMemPool_t pool : pools) CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
+TEST_CASE("allocations racing the destroy of their pool: each is refused, or usable and freed") {
+  LeakCheck leaks;
+  std::atomic<hipMemPool_t> current{make_pool()};
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::atomic<int> broken{0};
+  std::atomic<int> granted{0};
+  std::vector<std::thread> allocators;
+  for (int thread = 0; thread < 2; ++thread) {
+    allocators.emplace_back([&] {
+      hipStream_t stream = nullptr;
+      REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+      std::vector<unsigned char> back(4096);
+      while (!stop) {
+        void* block = nullptr;
+        const hipError_t allocated = hipMallocFromPoolAsync(&block, back.size(), current.load(), stream);
+        if (allocated != hipSuccess) {
+          if (allocated != hipErrorInvalidValue) ++broken;
+          ++refused;
+          continue;
+        }
+        ++granted;
+        const bool usable =
+            hipMemsetAsync(block, 0x5A, back.size(), stream) == hipSuccess &&
+            hipMemcpyAsync(back.data(), block, back.size(), hipMemcpyDeviceToHost, stream) == hipSuccess &&
+            hipStreamSynchronize(stream) == hipSuccess && back.front() == 0x5A;
+        if (!usable || hipFreeAsync(block, stream) != hipSuccess) ++broken;
+      }
+      if (hipStreamDestroy(stream) != hipSuccess) ++broken;
+    });
+  }
+  for (int round = 0; round < 30; ++round) {
+    std::this_thread::sleep_for(std::chrono::microseconds{500});
+    const hipMemPool_t doomed = current.exchange(make_pool());
+    CHECK(hipMemPoolDestroy(doomed) == hipSuccess);
+  }
+  stop = true;
+  for (std::thread& allocator : allocators) allocator.join();
+  CHECK(broken == 0);
+  CHECK(granted > 0);
+  CHECK(hipMemPoolDestroy(current.load()) == hipSuccess);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+}
+
 TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

@@ -4,6 +4,7 @@
 #include "core/runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 
 namespace hipxx::core {
@@ -94,6 +95,9 @@ hipError_t PoolRegistry::destroy(hipMemPool_t pool) {
         publish_current_locked(static_cast<int>(device));
       }
     }
+    // Paired with Runtime::allocate_async's fence: an allocation racing this destroy either sees
+    // the pool orphaned (and hands its block back) or is seen here, keeping the pool listed.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     unlisted = doomed->drained() && by_address_.erase(doomed->base()) > 0;
   }
   // The last reference may be this one: its memory is unmapped outside the registry's lock.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <charconv>
 #include <cstdlib>
@@ -409,6 +410,16 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   }
   PoolGrant grant;
   if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
+  // A pool destroyed meanwhile may have found itself drained before this allocation counted, and
+  // gone: the block is handed back rather than out. The fences pair with PoolRegistry::destroy's,
+  // so that this thread sees the destroy or the destroy sees the allocation (then the pool stays
+  // until the block comes back, here).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (source->orphaned()) {
+    (void)source->free(grant.address, nullptr);
+    pools_.forget_if_drained(source);
+    return hipErrorInvalidValue;
+  }
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
     target->wait_for_room();
