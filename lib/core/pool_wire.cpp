@@ -1,4 +1,5 @@
 #include "core/pool_wire.hpp"
+#include "core/whole_number.hpp"
 
 #include <hipxx/detail/scm_rights.hpp>
 
@@ -8,9 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
-#include <string_view>
+#include <optional>
 
 namespace hipxx::core {
 namespace {
@@ -56,14 +56,8 @@ constexpr long kLongestBrokerTimeoutMs = 3'600'000;
 std::chrono::milliseconds chosen_broker_timeout() noexcept {
   const char* const text = std::getenv("HIPXX_POOL_BROKER_TIMEOUT_MS");
   if (text == nullptr) return kDefaultBrokerTimeout;
-  const std::string_view value{text};
-  long milliseconds = 0;
-  const auto [end, code] = std::from_chars(value.data(), value.data() + value.size(), milliseconds);
-  if (code != std::errc{} || end != value.data() + value.size() || milliseconds < 1 ||
-      milliseconds > kLongestBrokerTimeoutMs) {
-    return kDefaultBrokerTimeout;
-  }
-  return std::chrono::milliseconds{milliseconds};
+  const std::optional<long> milliseconds = whole_number(text, 1, kLongestBrokerTimeoutMs);
+  return milliseconds ? std::chrono::milliseconds{*milliseconds} : kDefaultBrokerTimeout;
 }
 
 }  // namespace

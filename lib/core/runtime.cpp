@@ -1,12 +1,12 @@
 #include "core/runtime.hpp"
 #include "core/rollback.hpp"
+#include "core/whole_number.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <charconv>
 #include <cstdlib>
 #include <exception>
 #include <future>
@@ -28,14 +28,12 @@ constexpr int kMaxHostDevices = 64;
 int host_device_count(std::string& error) {
   const char* text = std::getenv("HIPXX_HOST_DEVICES");
   if (text == nullptr || *text == '\0') return 1;
-  const std::string_view value{text};
-  int count = 0;
-  const auto [end, code] = std::from_chars(value.data(), value.data() + value.size(), count);
-  if (code != std::errc{} || end != value.data() + value.size() || count < 1 || count > kMaxHostDevices) {
-    error = "HIPXX_HOST_DEVICES must be a whole number from 1 to 64, not '" + std::string{value} + "'";
+  const std::optional<long> count = whole_number(text, 1, kMaxHostDevices);
+  if (!count) {
+    error = "HIPXX_HOST_DEVICES must be a whole number from 1 to 64, not '" + std::string{text} + "'";
     return 0;
   }
-  return count;
+  return static_cast<int>(*count);
 }
 
 }  // namespace
@@ -141,6 +139,13 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
   return hipSuccess;
 }
 
+hipError_t Runtime::finish_device_work(int device) {
+  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
+  // A stream's failure is its synchronize's to report; what waited here goes on all the same.
+  (void)streams_.synchronize_device(device);
+  return backend_->synchronize(device);
+}
+
 hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
   if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
@@ -164,11 +169,8 @@ hipError_t Runtime::deallocate(void* ptr) {
     }
     device = linear->device;
   }
-  // Like hipFree on a GPU: queued work that may still use the memory finishes first. A stream's
-  // failure is its synchronize's to report; the memory is freed all the same.
-  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
-  (void)streams_.synchronize_device(device);
-  if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
+  // Like hipFree on a GPU: queued work that may still use the memory finishes first.
+  if (const hipError_t error = finish_device_work(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
   const auto taken = address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
   if (!taken) return hipErrorInvalidValue;  // another thread freed it meanwhile

@@ -208,6 +208,9 @@ class alignas(64) Runtime {
   std::string selection_error_;
   std::string stream_engine_;
   [[nodiscard]] hipError_t check_copy(void* dst, const void* src, std::size_t bytes, int device) const;
+  // Waits for the work queued on `device` (its streams', then the backend's), as hipFree does before
+  // it lets memory go; refused (hipErrorIllegalState) on a thread that runs such work itself.
+  [[nodiscard]] hipError_t finish_device_work(int device);
   [[nodiscard]] MemoryOwner owner_of_locked(const void* address) const;
   [[nodiscard]] CopyOwners owners_of_locked(void* dst, const void* src) const;
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device, CopyOwners owners) const;

@@ -60,10 +60,8 @@ hipError_t Runtime::ipc_close(void* ptr) {
     device = opened->device;
   }
   // As hipFree does (and AMD's hipIpcCloseMemHandle): queued work that may still use the memory
-  // finishes first. A stream's failure is its synchronize's to report.
-  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
-  (void)streams_.synchronize_device(device);
-  if (const hipError_t error = backend_->synchronize(device); error != hipSuccess) return error;
+  // finishes first.
+  if (const hipError_t error = finish_device_work(device); error != hipSuccess) return error;
   std::unique_lock lock{mutex_};
   LinearAllocation* const opened = address_space_.linear_at(address);
   // Closed by another thread meanwhile.

@@ -18,30 +18,23 @@ std::atomic<std::uint64_t> next_serial{1};
 // Set on a worker thread once its own stream has been destroyed on it: run() must not touch
 // the stream again.
 thread_local bool own_stream_destroyed = false;
-// Whether this thread runs stream work: a stream's own thread, or a callback's while it runs; and
-// of which stream.
-thread_local bool running_stream_work = false;
+// The stream work this thread runs (a stream's own thread, or a callback's while it runs); device
+// -1 where it runs none.
 thread_local StreamWorkSource running_source;
 }  // namespace
 
-RunningStreamWork::RunningStreamWork(StreamWorkSource source) noexcept
-    : was_running_(running_stream_work), was_source_(running_source) {
-  running_stream_work = true;
+RunningStreamWork::RunningStreamWork(StreamWorkSource source) noexcept : was_source_(running_source) {
   running_source = source;
 }
 
-RunningStreamWork::~RunningStreamWork() {
-  running_stream_work = was_running_;
-  running_source = was_source_;
-}
+RunningStreamWork::~RunningStreamWork() { running_source = was_source_; }
 
 std::optional<StreamWorkSource> RunningStreamWork::current() noexcept {
-  return running_stream_work ? std::optional{running_source} : std::nullopt;
+  return running_source.device >= 0 ? std::optional{running_source} : std::nullopt;
 }
 
 StreamWorkSource Stream::work_source() const noexcept {
-  return {.device = traits_.device,
-          .waited_for_by_null_stream = traits_.is_null || (traits_.flags & hipStreamNonBlocking) == 0};
+  return {.device = traits_.device, .waited_for_by_null_stream = traits_.is_null || blocking()};
 }
 
 Stream::Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue)
@@ -307,7 +300,7 @@ void Stream::note_failure(hipError_t result, std::uint64_t sequence) {
 }
 
 void Stream::wait_for_room() {
-  if (running_stream_work) return;
+  if (RunningStreamWork::current()) return;
   // The count read without the lock: a producer that misses a task just pushed goes one over the
   // bound, and the common enqueue takes the lock only once.
   if (host_task_count_.load(std::memory_order_relaxed) >= kMaxHostTasks) {

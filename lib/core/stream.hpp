@@ -90,7 +90,6 @@ class RunningStreamWork {
   }
 
  private:
-  bool was_running_;
   StreamWorkSource was_source_;
 };
 
