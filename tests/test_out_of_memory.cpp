@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <new>
 #include <sstream>
 #include <string>
@@ -88,20 +89,30 @@ namespace {
 
 using test_support::books;
 
+// Whether a failed call must leave ProcessState as it was: a trim that fails half-way may have
+// released some memory already, as it would have released it all.
+// And whether its file descriptors must be as they were at once: a pool import's request reaches the
+// exporter's broker thread, which may still hold the channel it came with for a while.
+enum class Partial { refused, allowed, descriptors_later };
+
 // What a failed call must leave as it was. Large mappings are summed with a margin of 1 GiB: the
 // reservations this test makes are larger, while a sanitizer's allocator splits its own ranges as
 // it grows.
 struct ProcessState {
   hipxxBookCounts counts{};
-  std::size_t descriptors = 0;
+  std::map<std::string, std::string> descriptors;  // number -> what it names, as /proc/self/fd says
   std::uint64_t memfd_bytes = 0;
   std::uint64_t large_mapping_bytes = 0;
 
   static ProcessState now() {
     ProcessState state;
     state.counts = books();
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-      ++state.descriptors;
+    // The listing's own descriptor names the listed directory: it is left out.
+    const std::string listing = "/proc/" + std::to_string(getpid()) + "/fd";
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code closed_meanwhile;
+      std::string target = std::filesystem::read_symlink(entry.path(), closed_meanwhile).string();
+      if (!closed_meanwhile && target != listing) state.descriptors.emplace(entry.path().filename(), std::move(target));
     }
     std::ifstream maps{"/proc/self/maps"};
     for (std::string line; std::getline(maps, line);) {
@@ -118,12 +129,47 @@ struct ProcessState {
   }
 };
 
-void check_unchanged(const ProcessState& before, const ProcessState& after) {
+// Whether every descriptor open in `now` was open in `before` under the same number, naming the
+// same thing. Some may be gone: a pool's broker closes its copy of a descriptor it sent only after
+// the reply that lets the receiving call return, so `before` may still show that copy.
+bool nothing_opened(const ProcessState& before, const ProcessState& now) {
+  return std::ranges::all_of(now.descriptors, [&](const auto& entry) {
+    const auto found = before.descriptors.find(entry.first);
+    return found != before.descriptors.end() && found->second == entry.second;
+  });
+}
+
+// What a failure shows: the descriptors opened since `before`, or now naming something else.
+std::string descriptors_opened(const ProcessState& before, const ProcessState& now) {
+  std::string text;
+  for (const auto& [fd, target] : now.descriptors) {
+    const auto found = before.descriptors.find(fd);
+    if (found == before.descriptors.end()) {
+      text.append(" new ").append(fd).append(" (").append(target).append(");");
+    } else if (found->second != target) {
+      text.append(" reused ").append(fd).append(" (").append(found->second).append(" -> ").append(target).append(");");
+    }
+  }
+  return text;
+}
+
+// `when`: at once, or given a moment for the ends of sockets the broker holds, which it closes once
+// it sees the other end closed.
+void check_nothing_opened(const ProcessState& before, Partial when) {
+  ProcessState latest = ProcessState::now();
+  const auto look = [&] {
+    latest = ProcessState::now();
+    return nothing_opened(before, latest);
+  };
+  const bool clean = when == Partial::descriptors_later ? stest::eventually(look, std::chrono::milliseconds{5000})
+                                                        : nothing_opened(before, latest);
+  INFO("descriptors:", descriptors_opened(before, latest));
+  CHECK(clean);
+}
+
+void check_unchanged(const ProcessState& before, const ProcessState& after, Partial when) {
   CHECK(after.counts == before.counts);
-  // Ends of sockets another thread of the runtime's holds (a pool's broker) close once it sees the
-  // other end closed: given a moment.
-  CHECK(stest::eventually([&] { return ProcessState::now().descriptors == before.descriptors; },
-                          std::chrono::milliseconds{5000}));
+  check_nothing_opened(before, when);
   CHECK(after.memfd_bytes == before.memfd_bytes);
   const std::uint64_t larger = std::max(after.large_mapping_bytes, before.large_mapping_bytes);
   const std::uint64_t smaller = std::min(after.large_mapping_bytes, before.large_mapping_bytes);
@@ -133,12 +179,6 @@ void check_unchanged(const ProcessState& before, const ProcessState& after) {
 // Runs `call` with its n-th allocation failing, for n = 0, 1, ... until it succeeds; checks every
 // failure as the header says, with `extra` checking what ProcessState does not see. Returns how
 // many runs failed (the caller undoes the successful one).
-// Whether a failed call must leave ProcessState as it was: a trim that fails half-way may have
-// released some memory already, as it would have released it all.
-// And whether its file descriptors must be as they were at once: a pool import's request reaches the
-// exporter's broker thread, which may still hold the channel it came with for a while.
-enum class Partial { refused, allowed, descriptors_later };
-
 int fail_until_done(
     const std::function<hipError_t()>& call, const std::function<void()>& extra = [] {},
     Partial partial = Partial::refused) {
@@ -150,13 +190,7 @@ int fail_until_done(
     allocations_before_failure = -1;
     if (result == hipSuccess) return static_cast<int>(fail_at);
     REQUIRE(result == hipErrorOutOfMemory);
-    if (partial == Partial::descriptors_later) {
-      ProcessState after = ProcessState::now();
-      after.descriptors = before.descriptors;
-      check_unchanged(before, after);
-    } else if (partial == Partial::refused) {
-      check_unchanged(before, ProcessState::now());
-    }
+    if (partial != Partial::allowed) check_unchanged(before, ProcessState::now(), partial);
     extra();
     REQUIRE(fail_at < 10000);
   }
@@ -426,7 +460,7 @@ TEST_CASE("pool sharing: imports and frees of imported pointers that run out of 
   REQUIRE(hipMemPoolExportPointer(&data, block) == hipSuccess);
 
   // The same process imports its own pool, as another process would: a mirror of its own.
-  const std::size_t descriptors_before = ProcessState::now().descriptors;
+  const ProcessState before_imports = ProcessState::now();
   hipMemPool_t imported = nullptr;
   fail_until_done(
       [&] {
@@ -447,8 +481,14 @@ TEST_CASE("pool sharing: imports and frees of imported pointers that run out of 
 
   CHECK(hipMemPoolDestroy(imported) == hipSuccess);
   // Every channel the imports opened, failed ones included, is closed by now, at both ends.
-  CHECK(stest::eventually([&] { return ProcessState::now().descriptors == descriptors_before; },
-                          std::chrono::milliseconds{5000}));
+  ProcessState latest;
+  INFO("descriptors:", descriptors_opened(before_imports, latest));
+  CHECK(stest::eventually(
+      [&] {
+        latest = ProcessState::now();
+        return latest.descriptors == before_imports.descriptors;
+      },
+      std::chrono::milliseconds{5000}));
   close(fd);
   CHECK(hipFreeAsync(block, stream) == hipSuccess);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
