@@ -16,7 +16,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -260,6 +262,12 @@ std::size_t open_fd_count(bool sockets_only = false) {
   }
   closedir(directory);
   return count;
+}
+
+// Bytes this end sent that its peer has not read yet.
+int unread_bytes(int socket) {
+  int bytes = -1;
+  return ioctl(socket, SIOCOUTQ, &bytes) == 0 ? bytes : -1;
 }
 
 // The broker closes its end of a socket when it sees the hang-up, on its own thread: wait for that
@@ -641,6 +649,14 @@ struct WireReply {
   std::uint64_t reply_chunk_bytes = 0;
 };
 
+// And its request layout: an open-channel request, as an import sends one on an exported descriptor.
+struct WireRequest {
+  std::uint32_t magic = 0x48505251;
+  std::uint32_t op = 1;  // open a channel
+  std::array<std::uint64_t, 2> token{};
+  std::uint64_t chunk = 0;
+};
+
 std::vector<unsigned char> bytes_of(WireReply const& reply) {
   std::vector<unsigned char> bytes(sizeof reply);
   std::memcpy(bytes.data(), &reply, sizeof reply);
@@ -786,13 +802,54 @@ TEST_CASE("garbage sent to an exported descriptor does not break the broker") {
   garbage.fill(0x5A);
   REQUIRE(send(fd.get(), garbage.data(), garbage.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(garbage.size()));
   REQUIRE(send(fd.get(), garbage.data(), 3, MSG_NOSIGNAL) == 3);
-  // Its two error replies are still queued; an import reads one of them and is refused, as any reader
-  // of a descriptor someone else scribbled on may be. The broker itself carries on.
+  // An empty message, which a seqpacket socket carries as one: not the end of the stream.
+  REQUIRE(send(fd.get(), garbage.data(), 0, MSG_NOSIGNAL) == 0);
+  // Its three error replies are still queued; an import reads one of them and is refused, as any
+  // reader of a descriptor someone else scribbled on may be. The broker itself carries on.
   hipMemPool_t imported = nullptr;
+  CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
   CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
   CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
   REQUIRE(import_fd(fd.get(), &imported) == hipSuccess);
   CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+}
+
+TEST_CASE("a reader of an exported descriptor that asks for channels and never reads the replies") {
+  std::size_t const baseline = broker_baseline();
+  {
+    Pool pool;
+    void* const pointer = pool.allocate(1 * kMiB);
+    fill(pointer, 0, 1 * kMiB, 21);
+    std::size_t const with_pool = open_fd_count();
+    auto const fd = pool.export_fd();
+    // Requests for channels, as an import sends them, far more than the replies' queue holds; the
+    // broker reads them all, and answers until its replies fill the queue.
+    WireRequest const request;
+    for (int sent = 0; sent < 5000;) {
+      if (send(fd.get(), &request, sizeof request, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        ++sent;
+      } else {
+        REQUIRE((errno == EAGAIN || errno == EWOULDBLOCK));  // the broker reads on
+        std::this_thread::sleep_for(std::chrono::microseconds{100});
+      }
+    }
+    REQUIRE(eventually([&] { return unread_bytes(fd.get()) == 0; }));
+    // The broker holds one end of a channel per queued reply: no more than a queue's worth.
+    CHECK(open_fd_count() - with_pool < 1000);
+    // Another reader of the same descriptor is served: it reads a queued reply, a channel as good as
+    // any, and imports through it.
+    hipMemPool_t imported = nullptr;
+    REQUIRE(import_fd(fd.get(), &imported) == hipSuccess);
+    void* mirror = nullptr;
+    hipMemPoolPtrExportData data = export_data(pointer);
+    REQUIRE(hipMemPoolImportPointer(&mirror, imported, &data) == hipSuccess);
+    CHECK(mismatches(mirror, 0, 1 * kMiB, 21) == 0);
+    CHECK(hipFree(mirror) == hipSuccess);
+    CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+    CHECK(hipFree(pointer) == hipSuccess);
+  }
+  // The descriptor closed, the unread replies go with it, and so do the broker's ends of them.
+  CHECK(eventually([&] { return open_fd_count() == baseline; }));
 }
 
 TEST_CASE("C++ handles: export_handle, export_pointer, ImportedMemPool and ImportedPoolPointer") {

@@ -78,7 +78,10 @@ void PoolBroker::run() {
   std::vector<pollfd> watched;
   for (;;) {
     watched.assign(1, pollfd{.fd = wake_.get(), .events = POLLIN, .revents = 0});
-    for (const Entry& entry : entries) watched.push_back({.fd = entry.socket.get(), .events = POLLIN, .revents = 0});
+    for (const Entry& entry : entries) {
+      const short wanted = entry.backlogged ? POLLIN | POLLOUT : POLLIN;
+      watched.push_back({.fd = entry.socket.get(), .events = wanted, .revents = 0});
+    }
     if (::poll(watched.data(), watched.size(), -1) < 0) continue;  // EINTR; nothing else can fail here
     // Hang-ups first, so that by the time any reply of this round is sent, every socket whose peer
     // was already gone is closed.
@@ -89,7 +92,9 @@ void PoolBroker::run() {
     }
     const std::size_t polled = entries.size();  // open_channel appends; new entries wait for the next round
     for (std::size_t index = 0; index < polled; ++index) {
-      if (keep[index] && (watched[index + 1].revents & POLLIN) != 0) keep[index] = answer(entries, index);
+      const short events = watched[index + 1].revents;
+      if ((events & POLLOUT) != 0) entries[index].backlogged = false;  // room for replies again
+      if (keep[index] && (events & POLLIN) != 0) keep[index] = answer(entries, index);
     }
     for (std::size_t index = polled; index-- > 0;) {
       if (!keep[index]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(index));
@@ -102,31 +107,43 @@ bool PoolBroker::answer(std::vector<Entry>& entries, std::size_t index) {
   // One byte more than a request, so a longer message shows as one (seqpacket keeps boundaries).
   std::array<unsigned char, sizeof(BrokerRequest) + 1> buffer{};
   // Descriptors a hostile sender attaches are dropped by the kernel: there is no room for them.
-  const ssize_t got = ::recv(entries[index].socket.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+  Entry& entry = entries[index];
+  const ssize_t got = ::recv(entry.socket.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
   if (got < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  if (got == 0) return false;  // the peer closed
+  // No room for its reply: the request goes unanswered, and its asker takes one of the replies
+  // already queued, which are as good (the queue is full of them).
+  if (entry.backlogged) return true;
+  // Hang-ups were seen before this: a length of 0 is an empty message (seqpacket has those), which
+  // is refused as any other malformed request is, not taken for the end of the stream.
   BrokerRequest request;
   if (got != static_cast<ssize_t>(sizeof request))
-    return send_status(entries[index].socket.get(), hipErrorInvalidValue);
+    return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
   std::memcpy(&request, buffer.data(), sizeof request);
-  const Kind kind = entries[index].kind;
-  if (request.magic != kRequestMagic) return send_status(entries[index].socket.get(), hipErrorInvalidValue);
-  if (kind == Kind::exported && request.op == BrokerOp::open_channel) return open_channel(entries, index);
-  if (kind == Kind::channel && request.op == BrokerOp::chunk) return send_chunk(entries[index], request);
-  return send_status(entries[index].socket.get(), hipErrorInvalidValue);
+  if (request.magic != kRequestMagic) return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
+  if (entry.kind == Kind::exported && request.op == BrokerOp::open_channel) return open_channel(entries, index);
+  if (entry.kind == Kind::channel && request.op == BrokerOp::chunk) return send_chunk(entry, request);
+  return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
+}
+
+bool PoolBroker::keeps(Entry& entry, bool sent) noexcept {
+  if (sent) return true;
+  if (entry.kind != Kind::exported || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+  entry.backlogged = true;  // this reply is dropped, as are the next requests until there is room
+  return true;
 }
 
 bool PoolBroker::open_channel(std::vector<Entry>& entries, std::size_t index) {
   Entry& exported = entries[index];
   const std::shared_ptr<MemoryPool> pool = exported.pool.lock();
-  if (!pool) return send_status(exported.socket.get(), hipErrorInvalidValue);
+  if (!pool) return keeps(exported, send_status(exported.socket.get(), hipErrorInvalidValue));
   OwnedFd kept;
   OwnedFd given;
-  if (!seqpacket_pair(&kept, &given)) return send_status(exported.socket.get(), hipErrorOutOfMemory);
+  if (!seqpacket_pair(&kept, &given)) return keeps(exported, send_status(exported.socket.get(), hipErrorOutOfMemory));
   BrokerReply reply;
   reply.pool = describe(*pool, exported.token);
-  // `given` is closed here once sent: the reader now holds the only other end.
-  if (!send_message(exported.socket.get(), &reply, sizeof reply, given.get())) return false;
+  // `given` is closed here once sent: the reader now holds the only other end. Unsent, the pair
+  // goes with this function.
+  if (!send_message(exported.socket.get(), &reply, sizeof reply, given.get())) return keeps(exported, false);
   // Moved out before push_back, which may move `exported` itself.
   Entry channel{.socket = std::move(kept), .kind = Kind::channel, .pool = exported.pool, .token = exported.token};
   entries.push_back(std::move(channel));

@@ -45,6 +45,11 @@ class PoolBroker {
     Kind kind = Kind::exported;
     std::weak_ptr<MemoryPool> pool;
     PoolToken token;
+    // An exported socket whose readers let replies pile up until no more fit: its requests are
+    // read and dropped until there is room again, so a process that asks and never reads makes the
+    // broker hold at most a queue's worth of channels, and the readers that do read (and so make
+    // room) find those replies queued.
+    bool backlogged = false;
   };
 
   void run();
@@ -54,6 +59,10 @@ class PoolBroker {
   // Answers one request; false when the socket should be closed.
   [[nodiscard]] bool answer(std::vector<Entry>& entries, std::size_t index);
   [[nodiscard]] static bool open_channel(std::vector<Entry>& entries, std::size_t index);
+  // Whether `entry` stays after a reply that was `sent` or not. A private channel whose reader
+  // does not read is closed; an exported socket is shared, and stays (backlogged) unless its every
+  // reader is gone.
+  [[nodiscard]] static bool keeps(Entry& entry, bool sent) noexcept;
   [[nodiscard]] bool send_chunk(const Entry& entry, const BrokerRequest& request);
 
   Runtime& runtime_;
