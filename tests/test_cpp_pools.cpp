@@ -1,6 +1,8 @@
 // The C++ stream-ordered allocator: MemPool and MemPoolRef (attributes, trimming, access, current
 // pool), and PoolAllocation / PoolArray, which free asynchronously in stream order when destroyed.
 // Run with HIPXX_HOST_DEVICES=2 (see meson.build) so that per-device pool access is observable.
+#include <hipxx/callback.hpp>
+#include <hipxx/copy.hpp>
 #include <hipxx/event.hpp>
 #include <hipxx/mem_pool.hpp>
 #include <hipxx/stream.hpp>
@@ -19,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -324,6 +327,76 @@ TEST_CASE("free_on moves the free to another stream; a dead free stream still fr
     survivor.reset();
     CHECK(used(pool) == 0);
   }
+}
+
+namespace {
+
+std::span<unsigned char> bytes_of(PoolAllocation const& allocation) {
+  return {static_cast<unsigned char*>(allocation.data()), allocation.size()};
+}
+
+// Work on `stream` that writes `pattern` into the allocation, held back a while by a callback.
+bool write_later(PoolAllocation const& allocation, std::vector<unsigned char> const& pattern, StreamRef stream) {
+  return add_callback(stream, [] { std::this_thread::sleep_for(200ms); }) &&
+         copy_async(bytes_of(allocation), std::span{pattern}, stream);
+}
+
+// Allocates again from `pool` on `stream`, writes `pattern`, and reads the memory back once every
+// stream of the device is done: what an earlier owner's queued write left there shows.
+std::vector<unsigned char> reallocate_and_read_back(MemPoolRef pool, std::vector<unsigned char> const& pattern,
+                                                    StreamRef stream) {
+  std::vector<unsigned char> back(pattern.size(), 0);
+  auto next = pool.allocate(pattern.size(), stream);
+  if (!next || !copy_async(bytes_of(next.value()), std::span{pattern}, stream) || !stream.synchronize() ||
+      hipDeviceSynchronize() != hipSuccess || !copy_async(std::span{back}, bytes_of(next.value()), stream) ||
+      !stream.synchronize()) {
+    back.clear();
+  }
+  return back;
+}
+
+}  // namespace
+
+// The per-thread stream's handle names another stream on another thread: the free must still come
+// after the allocating thread's work, or the next allocation gets memory that work still writes.
+TEST_CASE("an allocation on the per-thread stream dropped on another thread is freed after that thread's work") {
+  auto const pool = make_pool();
+  std::vector<unsigned char> const first(kMiB, 0xAA);
+  std::vector<unsigned char> const second(kMiB, 0xBB);
+  std::vector<unsigned char> back;
+  bool queued = false;
+  std::thread allocating([&] {
+    auto allocation = pool.allocate(kMiB, StreamRef::per_thread()).value();
+    queued = write_later(allocation, first, StreamRef::per_thread());
+    std::thread dropping([&, moved = std::move(allocation)]() mutable {
+      { auto const gone = std::move(moved); }
+      back = reallocate_and_read_back(pool, second, StreamRef::per_thread());
+    });
+    dropping.join();
+  });
+  allocating.join();
+  REQUIRE(queued);
+  CHECK(back == second);
+}
+
+// The null stream's handle names the current device's: freed while another device is current, the
+// allocation still goes after the work queued on its own device's null stream.
+TEST_CASE("an allocation on the null stream dropped while another device is current" *
+          doctest::test_suite("devices-2")) {
+  REQUIRE(gpu1.make_current());
+  auto const pool = make_pool(gpu1);
+  std::vector<unsigned char> const first(kMiB, 0xAA);
+  std::vector<unsigned char> const second(kMiB, 0xBB);
+  std::optional<PoolAllocation> allocation{pool.allocate(kMiB, StreamRef::null()).value()};
+  REQUIRE(write_later(*allocation, first, StreamRef::null()));
+  REQUIRE(gpu0.make_current());
+  allocation.reset();
+  int current = -1;
+  CHECK((hipGetDevice(&current) == hipSuccess && current == 0));  // the free left the current device
+  REQUIRE(gpu1.make_current());
+  auto const stream = make_stream();
+  CHECK(reallocate_and_read_back(pool, second, stream) == second);
+  REQUIRE(gpu0.make_current());
 }
 
 TEST_CASE("typed pool arrays") {

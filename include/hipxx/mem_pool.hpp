@@ -5,7 +5,11 @@
 //  - `PoolAllocation` owns memory from hipMallocAsync / hipMallocFromPoolAsync and frees it with
 //    hipFreeAsync when destroyed: in stream order, with no host synchronisation. It frees on the
 //    stream it was allocated on unless told otherwise (free_on), because that is the one stream
-//    where every use the caller enqueued is known to come before the free.
+//    where every use the caller enqueued is known to come before the free. The null stream and
+//    the per-thread stream are named by handles whose stream depends on the calling thread's
+//    current device (and thread): an allocation freed elsewhere is freed on the null stream of the
+//    device where the handle was given, which comes after that device's blocking streams' work,
+//    the per-thread streams' included.
 //  - `PoolArray<T>` is the same owner counted in elements of T.
 //
 // A pool need not outlive its allocations: HIP keeps a destroyed pool's memory until the last one
@@ -23,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -41,7 +46,8 @@ class PoolAllocation {
   PoolAllocation(PoolAllocation&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
-        stream_(std::exchange(other.stream_, StreamRef{})) {}
+        stream_(std::exchange(other.stream_, StreamRef{})),
+        given_(std::exchange(other.given_, HandleContext{})) {}
 
   PoolAllocation& operator=(PoolAllocation&& other) noexcept {
     if (this != &other) {
@@ -49,6 +55,7 @@ class PoolAllocation {
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
       stream_ = std::exchange(other.stream_, StreamRef{});
+      given_ = std::exchange(other.given_, HandleContext{});
     }
     return *this;
   }
@@ -67,8 +74,12 @@ class PoolAllocation {
   [[nodiscard]] StreamRef stream() const noexcept { return stream_; }
 
   // Frees on `stream` instead: the one whose work is the last to use the memory. Work on other
-  // streams must be ordered before that point (an event, for example) by the caller.
-  void free_on(StreamRef stream) noexcept { stream_ = stream; }
+  // streams must be ordered before that point (an event, for example) by the caller. The null or
+  // per-thread stream means that stream of the calling thread and its current device.
+  void free_on(StreamRef stream) noexcept {
+    stream_ = stream;
+    given_ = context_of(stream);
+  }
 
   // Frees now, in stream order, and reports the runtime's answer, which the destructor has to drop.
   // On failure the PoolAllocation still owns the memory.
@@ -76,7 +87,7 @@ class PoolAllocation {
     if (data_ == nullptr) {
       return outcome::success();
     }
-    if (auto const error = hipFreeAsync(data_, stream_.native()); error != hipSuccess) {
+    if (auto const error = free_in_order(); error != hipSuccess) {
       return failure(error);
     }
     forget();
@@ -85,18 +96,58 @@ class PoolAllocation {
 
   // Gives up ownership; the caller must hipFreeAsync (or hipFree) the pointer.
   [[nodiscard]] void* release() noexcept {
-    size_ = 0;
-    stream_ = StreamRef{};
-    return std::exchange(data_, nullptr);
+    void* const data = data_;
+    forget();
+    return data;
   }
 
  private:
-  PoolAllocation(void* data, std::size_t size, StreamRef stream) noexcept : data_(data), size_(size), stream_(stream) {}
+  // Where a handle that names a different stream on another thread or device was given: the
+  // device then current, and the thread. No device (-1) for a handle that names one stream only.
+  struct HandleContext {
+    int device = -1;
+    std::thread::id thread;
+  };
+
+  PoolAllocation(void* data, std::size_t size, StreamRef stream) noexcept
+      : data_(data), size_(size), stream_(stream), given_(context_of(stream)) {}
+
+  [[nodiscard]] static HandleContext context_of(StreamRef stream) noexcept {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-cstyle-cast): hipStreamLegacy is HIP's C macro
+    StreamRef const legacy{hipStreamLegacy};
+    bool const contextual = stream == StreamRef::null() || stream == legacy || stream == StreamRef::per_thread();
+    int device = -1;
+    if (!contextual || hipGetDevice(&device) != hipSuccess) {
+      return {};
+    }
+    return {.device = device, .thread = std::this_thread::get_id()};
+  }
+
+  // hipFreeAsync on the free stream as it was named where it was given. Where its handle names
+  // another stream here, the null stream of the device it was given on frees instead: HIP orders
+  // that after the work of every blocking stream of the device, per-thread streams included.
+  [[nodiscard]] hipError_t free_in_order() const noexcept {
+    int current = -1;
+    if (given_.device < 0 || hipGetDevice(&current) != hipSuccess) {
+      return hipFreeAsync(data_, stream_.native());
+    }
+    if (current == given_.device) {
+      bool const other_thread = stream_ == StreamRef::per_thread() && std::this_thread::get_id() != given_.thread;
+      return hipFreeAsync(data_, other_thread ? nullptr : stream_.native());
+    }
+    if (auto const error = hipSetDevice(given_.device); error != hipSuccess) {
+      return error;
+    }
+    auto const error = hipFreeAsync(data_, nullptr);
+    (void)hipSetDevice(current);
+    return error;
+  }
 
   void forget() noexcept {
     data_ = nullptr;
     size_ = 0;
     stream_ = StreamRef{};
+    given_ = HandleContext{};
   }
 
   void reset() noexcept {
@@ -107,7 +158,7 @@ class PoolAllocation {
     // (hipxx's runtime answers hipErrorInvalidHandle, and finishes a stream's queued work before its
     // handle goes invalid; AMD's runtime may not detect a dead handle at all), nothing of that
     // stream can still use the memory, so the null stream frees it rather than leak it.
-    if (hipFreeAsync(data_, stream_.native()) == hipErrorInvalidHandle) {
+    if (free_in_order() == hipErrorInvalidHandle) {
       (void)hipFreeAsync(data_, nullptr);
     }
     forget();
@@ -116,6 +167,7 @@ class PoolAllocation {
   void* data_ = nullptr;
   std::size_t size_ = 0;
   StreamRef stream_;
+  HandleContext given_;
 };
 
 // Pool memory for `size()` elements of T. The memory is uninitialised, as from hipMallocAsync.
