@@ -481,6 +481,111 @@ TEST_CASE("one exported descriptor serves two peers, and the exporter may destro
   CHECK(import_fd(fd.get(), &refused) == hipErrorInvalidValue);
 }
 
+namespace {
+
+// What a child made by fork() checks, reported through its exit status (doctest belongs to the
+// parent): an import through a pool imported before the fork, then a pool of its own exported and
+// imported in the child itself.
+// Imports and frees a pointer of `pool` `rounds` times, checking its first byte; how many failed.
+int import_rounds(hipMemPool_t pool, hipMemPoolPtrExportData data, std::uint64_t seed, int rounds) {
+  int failed = 0;
+  for (int round = 0; round < rounds; ++round) {
+    void* mirror = nullptr;
+    unsigned char seen = 0;
+    bool const good = hipMemPoolImportPointer(&mirror, pool, &data) == hipSuccess &&
+                      hipMemcpy(&seen, mirror, 1, hipMemcpyDeviceToHost) == hipSuccess &&
+                      seen == ipc_test::pattern(seed, 0) && hipFree(mirror) == hipSuccess;
+    failed += good ? 0 : 1;
+  }
+  return failed;
+}
+
+constexpr int kImportRounds = 300;
+
+int child_shares_pools(hipMemPool_t inherited, hipMemPoolPtrExportData data, std::uint64_t seed) {
+  // While the parent imports through the same pool: each process's requests get its own replies.
+  if (import_rounds(inherited, data, seed, kImportRounds) != 0) return 10;
+  hipMemPoolProps props{};
+  props.allocType = hipMemAllocationTypePinned;
+  props.handleTypes = hipMemHandleTypePosixFileDescriptor;
+  props.location = {hipMemLocationTypeDevice, 0};
+  hipMemPool_t own = nullptr;
+  hipStream_t stream = nullptr;
+  void* block = nullptr;
+  if (hipMemPoolCreate(&own, &props) != hipSuccess ||
+      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess ||
+      hipMallocFromPoolAsync(&block, 1 * kMiB, own, stream) != hipSuccess ||
+      hipMemsetAsync(block, 0x3C, 1 * kMiB, stream) != hipSuccess || hipStreamSynchronize(stream) != hipSuccess) {
+    return 13;
+  }
+  int fd = -1;
+  hipMemPoolPtrExportData own_data{};
+  if (hipMemPoolExportToShareableHandle(&fd, own, hipMemHandleTypePosixFileDescriptor, 0) != hipSuccess ||
+      hipMemPoolExportPointer(&own_data, block) != hipSuccess) {
+    return 14;
+  }
+  hipMemPool_t again = nullptr;
+  if (import_fd(fd, &again) != hipSuccess) return 15;
+  void* own_mirror = nullptr;
+  if (hipMemPoolImportPointer(&own_mirror, again, &own_data) != hipSuccess) return 16;
+  unsigned char seen = 0;
+  if (hipMemcpy(&seen, own_mirror, 1, hipMemcpyDeviceToHost) != hipSuccess || seen != 0x3C) return 17;
+  return 0;
+}
+
+}  // namespace
+
+// ThreadSanitizer cannot follow threads started in a child of a threaded process (it takes a new
+// thread for one of the parent's that it still counts), and this child starts a broker and a
+// stream: the case runs in the plain and AddressSanitizer builds only.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+TEST_CASE("a child made by fork() exports pools of its own and imports through a pool it inherited" *
+          doctest::test_suite("fork-child") * doctest::skip(kThreadSanitizer)) {
+  Pool pool;
+  hipStream_t stream = nullptr;  // not the null stream, which the child could not use after that
+  REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+  void* pointer = nullptr;
+  REQUIRE(hipMallocFromPoolAsync(&pointer, 1 * kMiB, pool.get(), stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  fill(pointer, 0, 1 * kMiB, 31);
+  // One that runs into the pool's second chunk: the child asks for other chunks than the parent.
+  std::uint64_t const chunk = pool.reserved();
+  void* spanning = nullptr;
+  REQUIRE(hipMallocFromPoolAsync(&spanning, chunk, pool.get(), stream) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
+  fill(spanning, 0, 1 * kKiB, 32);
+  auto const fd = pool.export_fd();  // the parent's broker runs from here on
+  hipMemPool_t inherited = nullptr;
+  REQUIRE(import_fd(fd.get(), &inherited) == hipSuccess);
+  hipMemPoolPtrExportData data = export_data(pointer);
+  void* mirror = nullptr;
+  REQUIRE(hipMemPoolImportPointer(&mirror, inherited, &data) == hipSuccess);  // its channel in use
+  REQUIRE(hipFree(mirror) == hipSuccess);
+
+  pid_t const child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(child_shares_pools(inherited, export_data(spanning), 32));
+  CHECK(import_rounds(inherited, data, 31, kImportRounds) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+
+  // The parent's own channel still answers it alone.
+  REQUIRE(hipMemPoolImportPointer(&mirror, inherited, &data) == hipSuccess);
+  CHECK(mismatches(mirror, 0, 1 * kMiB, 31) == 0);
+  CHECK(hipFree(mirror) == hipSuccess);
+  CHECK(hipMemPoolDestroy(inherited) == hipSuccess);
+  CHECK(hipFreeAsync(pointer, stream) == hipSuccess);
+  CHECK(hipFreeAsync(spanning, stream) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
 TEST_CASE("a peer killed with SIGKILL: the exporter keeps working and its descriptors return to the baseline") {
   std::size_t const baseline = broker_baseline();
   {

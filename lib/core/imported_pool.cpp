@@ -99,10 +99,12 @@ bool ImportedPool::reopen_channel() {
   if (!exported_ || open_channel(exported_.get(), &reply, &channel) != hipSuccess) return false;
   if (reply.pool.token != description_.token) return false;
   channel_ = std::move(channel);
+  channel_process_ = ::getpid();
   return true;
 }
 
 hipError_t ImportedPool::fetch_chunk(std::size_t chunk, OwnedFd* fd) {
+  if (channel_process_ != ::getpid()) channel_.reset();  // the parent's: this process's copy goes
   if (!channel_ && !reopen_channel()) return hipErrorInvalidValue;
   BrokerRequest request;
   request.op = BrokerOp::chunk;

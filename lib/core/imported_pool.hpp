@@ -14,6 +14,8 @@
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -73,6 +75,9 @@ class ImportedPool {
 
   mutable std::mutex mutex_;  // also keeps requests and replies on the channel in pairs
   OwnedFd channel_;  // closed once a reply was lost or made no sense; the next request opens another
+  // The process the channel was opened in: a child made by fork() shares the parent's channel, whose
+  // replies either might read, so it opens one of its own.
+  pid_t channel_process_ = ::getpid();
   OwnedFd exported_;  // to the exporter's broker, where channels are opened
   ChunkUsers chunks_;
   PoolAccess access_;

@@ -45,6 +45,12 @@ PoolBroker::~PoolBroker() {
   thread_.join();
 }
 
+void PoolBroker::abandon_after_fork() noexcept {
+  wake_.reset();
+  // Unless a thread of the parent held the lock at the fork, which the child then never gets back.
+  if (const std::unique_lock lock{mutex_, std::try_to_lock}; lock) queued_.clear();
+}
+
 void PoolBroker::wake() const noexcept {
   const std::uint64_t one = 1;
   (void)(::write(wake_.get(), &one, sizeof one) < 0);  // a full counter already means "wake up"

@@ -14,6 +14,8 @@
 
 #include "core/pool_wire.hpp"
 
+#include <unistd.h>
+
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -37,6 +39,14 @@ class PoolBroker {
 
   // A new exported socket for `pool`: the broker serves one end, *exported gets the other.
   [[nodiscard]] hipError_t serve(const std::shared_ptr<MemoryPool>& pool, const PoolToken& token, OwnedFd* exported);
+
+  // Whether the broker's thread runs in this process: a child made by fork() has the object, not
+  // the thread.
+  [[nodiscard]] bool runs_here() const noexcept { return process_ == ::getpid(); }
+  // In such a child: closes the descriptors the object holds that the child can reach (its wake-up
+  // eventfd, shared with the parent's, and sockets not yet handed to the thread), and nothing else.
+  // The object must then be left alone: destroying it would join a thread that is not there.
+  void abandon_after_fork() noexcept;
 
  private:
   enum class Kind { exported, channel };
@@ -66,6 +76,7 @@ class PoolBroker {
   [[nodiscard]] bool send_chunk(const Entry& entry, const BrokerRequest& request);
 
   Runtime& runtime_;
+  const pid_t process_ = ::getpid();
   OwnedFd wake_;  // an eventfd: serve() and the destructor poke the thread's poll()
   std::mutex mutex_;
   std::vector<Entry> queued_;

@@ -53,6 +53,12 @@ PoolToken PoolSharing::token_of(const std::shared_ptr<MemoryPool>& pool) {
 
 PoolBroker& PoolSharing::broker() {
   std::lock_guard lock{export_mutex_};
+  if (broker_ && !broker_->runs_here()) {
+    // A child made by fork() after the parent's first export: the parent's broker does not run
+    // here, and the child's exports need one of the child's own.
+    brokers_left_by_fork_.push_back(broker_.get());
+    broker_.release()->abandon_after_fork();
+  }
   if (!broker_) broker_ = std::make_unique<PoolBroker>(runtime_);
   return *broker_;
 }

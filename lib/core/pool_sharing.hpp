@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace hipxx::core {
 
@@ -83,7 +84,10 @@ class PoolSharing {
 
   std::mutex export_mutex_;
   std::unordered_map<const MemoryPool*, ExportedPool> exported_;
-  std::unique_ptr<PoolBroker> broker_;  // started by the first export
+  std::unique_ptr<PoolBroker> broker_;  // started by the first export (in this process)
+  // Brokers of the parent, inherited by a child made by fork(): never destroyed (their threads are
+  // not in this process to be joined), and kept reachable, so that leak checkers see no leak.
+  std::vector<PoolBroker*> brokers_left_by_fork_;
 
   mutable std::mutex import_mutex_;
   HandleNumbers numbers_{HandleKind::imported_pool, 0x7000};
