@@ -629,7 +629,9 @@ TEST_CASE("exporting: only a live allocation of a pool made for the POSIX fd han
   REQUIRE(hipDeviceGetDefaultMemPool(&default_pool, 0) == hipSuccess);
   CHECK(hipMemPoolExportToShareableHandle(&fd, default_pool, hipMemHandleTypePosixFileDescriptor, 0) ==
         hipErrorInvalidValue);
-  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeWin32, 0) == hipErrorNotSupported);
+  // HIP documents hipSuccess, hipErrorInvalidValue and hipErrorOutOfMemory only for the export.
+  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeWin32, 0) == hipErrorInvalidValue);
+  CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeWin32Kmt, 0) == hipErrorInvalidValue);
   CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypeNone, 0) == hipErrorInvalidValue);
   CHECK(hipMemPoolExportToShareableHandle(&fd, exportable.get(), hipMemHandleTypePosixFileDescriptor, 1) ==
         hipErrorInvalidValue);
@@ -702,7 +704,7 @@ TEST_CASE("importing a pool: descriptors that are no pool handle are refused") {
     CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypeNone, 0) ==
           hipErrorInvalidValue);
     CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypeWin32, 0) ==
-          hipErrorNotSupported);
+          hipErrorInvalidValue);
     CHECK(hipMemPoolImportFromShareableHandle(&pool, as_handle(fd.get()), hipMemHandleTypePosixFileDescriptor, 1) ==
           hipErrorInvalidValue);
     CHECK(hipMemPoolImportFromShareableHandle(nullptr, as_handle(fd.get()), hipMemHandleTypePosixFileDescriptor, 0) ==

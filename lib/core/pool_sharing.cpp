@@ -16,15 +16,10 @@
 namespace hipxx::core {
 namespace {
 
-// As for allocation handles: Win32 handle types name real HIP features that Linux cannot give;
-// anything else is not a type.
+// Only POSIX fds are shared here. HIP documents no hipErrorNotSupported for these two calls (unlike
+// hipMemPoolCreate, which refuses a Win32 pool with it): a Win32 type is as invalid as no type.
 hipError_t check_handle_type(hipMemAllocationHandleType type) noexcept {
-  switch (type) {
-    case hipMemHandleTypePosixFileDescriptor: return hipSuccess;
-    case hipMemHandleTypeWin32:
-    case hipMemHandleTypeWin32Kmt: return hipErrorNotSupported;
-    default: return hipErrorInvalidValue;
-  }
+  return type == hipMemHandleTypePosixFileDescriptor ? hipSuccess : hipErrorInvalidValue;
 }
 
 }  // namespace
