@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -919,6 +920,107 @@ TEST_CASE("garbage sent to an exported descriptor does not break the broker") {
   CHECK(import_fd(fd.get(), &imported) == hipErrorInvalidValue);
   REQUIRE(import_fd(fd.get(), &imported) == hipSuccess);
   CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+}
+
+namespace {
+
+// While it lives, this process can open no more descriptors: the soft limit is set just above the
+// highest one open, and every number below it is taken by /dev/null.
+class NoDescriptorsLeft {
+ public:
+  NoDescriptorsLeft() {
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    int highest = 0;
+    for (int fd = 0; fd < 4096; ++fd) highest = fcntl(fd, F_GETFD) != -1 ? fd : highest;
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    for (int fd = open("/dev/null", O_RDONLY | O_CLOEXEC); fd >= 0; fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+      fillers_.emplace_back(fd);
+    }
+    CHECK(errno == EMFILE);
+  }
+  NoDescriptorsLeft(NoDescriptorsLeft const&) = delete;
+  NoDescriptorsLeft& operator=(NoDescriptorsLeft const&) = delete;
+  ~NoDescriptorsLeft() {
+    fillers_.clear();
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved_) == 0);
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<hipxx::FileDescriptor> fillers_;
+};
+
+// The exporting side of the next case, in a child made by fork(): its broker, not this process's,
+// must have the descriptors to send. Exports a pool whose pointer holds 0x5D, sends the fd and the
+// pointer's export data over `socket`, and waits for a byte back (or the socket's end).
+int export_from_child(int socket) {
+  hipMemPoolProps props{};
+  props.allocType = hipMemAllocationTypePinned;
+  props.handleTypes = hipMemHandleTypePosixFileDescriptor;
+  props.location = {hipMemLocationTypeDevice, 0};
+  hipMemPool_t pool = nullptr;
+  hipStream_t stream = nullptr;
+  void* block = nullptr;
+  int fd = -1;
+  hipMemPoolPtrExportData data{};
+  if (hipMemPoolCreate(&pool, &props) != hipSuccess ||
+      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess ||
+      hipMallocFromPoolAsync(&block, 64 * kKiB, pool, stream) != hipSuccess ||
+      hipMemsetAsync(block, 0x5D, 64 * kKiB, stream) != hipSuccess || hipStreamSynchronize(stream) != hipSuccess ||
+      hipMemPoolExportToShareableHandle(&fd, pool, hipMemHandleTypePosixFileDescriptor, 0) != hipSuccess ||
+      hipMemPoolExportPointer(&data, block) != hipSuccess) {
+    return 10;
+  }
+  if (!hipxx::send_fd<hipMemPoolPtrExportData>(socket, hipxx::FileDescriptor{fd}, data)) return 11;
+  char done = 0;
+  while (recv(socket, &done, 1, 0) < 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("imports in a process out of descriptors are refused with hipErrorOutOfMemory, and work once there is room" *
+          doctest::test_suite("fork-child") * doctest::skip(kThreadSanitizer)) {
+  auto [ours, theirs] = seqpacket_pair();
+  pid_t const child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    (void)ours.close();
+    ::_exit(export_from_child(theirs.get()));
+  }
+  REQUIRE(theirs.close());
+  auto offer = hipxx::recv_fd<hipMemPoolPtrExportData>(ours.get());
+  REQUIRE(offer);
+  int const fd = offer.value().fd.get();
+  hipMemPoolPtrExportData data = offer.value().payload;
+  hipMemPool_t imported = nullptr;
+  {
+    NoDescriptorsLeft const full;
+    // The broker's reply carries a channel this process has no room for.
+    CHECK(import_fd(fd, &imported) == hipErrorOutOfMemory);
+  }
+  REQUIRE(import_fd(fd, &imported) == hipSuccess);
+  void* mirror = nullptr;
+  {
+    NoDescriptorsLeft const full;
+    // Now it is the chunk's descriptor; the channel stays in step with the broker.
+    CHECK(hipMemPoolImportPointer(&mirror, imported, &data) == hipErrorOutOfMemory);
+  }
+  REQUIRE(hipMemPoolImportPointer(&mirror, imported, &data) == hipSuccess);
+  unsigned char seen = 0;
+  CHECK(hipMemcpy(&seen, mirror, 1, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(seen == 0x5D);
+  CHECK(hipFree(mirror) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  char const done = 'd';
+  CHECK(send(ours.get(), &done, 1, MSG_NOSIGNAL) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("a reader of an exported descriptor that asks for channels and never reads the replies") {

@@ -21,8 +21,13 @@ hipError_t guarded(Work&& work) noexcept {
   } catch (const std::bad_alloc&) {
     result = hipErrorOutOfMemory;
   } catch (const std::system_error& error) {
-    // std::thread's way of saying the system has no room for another thread (a stream's, say).
-    result = error.code() == std::errc::resource_unavailable_try_again ? hipErrorOutOfMemory : hipErrorUnknown;
+    // The system out of room for another thread (std::thread's way of saying so), descriptor (an
+    // eventfd, say) or memory.
+    const std::error_code code = error.code();
+    const bool exhausted = code == std::errc::resource_unavailable_try_again ||
+                           code == std::errc::too_many_files_open || code == std::errc::too_many_files_open_in_system ||
+                           code == std::errc::not_enough_memory;
+    result = exhausted ? hipErrorOutOfMemory : hipErrorUnknown;
   } catch (...) {
     result = hipErrorUnknown;
   }

@@ -118,6 +118,9 @@ hipError_t ImportedPool::fetch_chunk(std::size_t chunk, OwnedFd* fd) {
   if (error == hipSuccess && reply.magic == kReplyMagic && reply.status != hipSuccess && !owned) {
     return remote_status(reply.status);  // a refusal in good order: the channel stays usable
   }
+  // The reply came whole, and only its descriptor found no room here: requests and replies are
+  // still in step.
+  if (error == hipErrorOutOfMemory) return error;
   if (error != hipSuccess || reply.magic != kReplyMagic || reply.status != hipSuccess || !owned ||
       reply.chunk != chunk || reply.chunk_bytes != description_.chunk_bytes) {
     // A lost or senseless reply leaves requests and replies out of step: no later reply can be trusted.

@@ -134,6 +134,12 @@ hipError_t receive_message(int socket, void* data, std::size_t bytes, int* fd,
     if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // another reader won
     std::size_t count = 0;
     OwnedFd received{got < 0 ? -1 : adopt_fds(message, &count)};
+    // A descriptor sent but none received: this process had no room for it (the kernel drops what
+    // it cannot install and says so with MSG_CTRUNC). A sender of too many leaves some installed.
+    if (got == static_cast<ssize_t>(bytes) && count == 0 &&
+        (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == MSG_CTRUNC) {
+      return hipErrorOutOfMemory;
+    }
     if (got != static_cast<ssize_t>(bytes) || count > 1 || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
       return hipErrorInvalidValue;
     }
