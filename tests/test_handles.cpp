@@ -763,6 +763,42 @@ TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of t
   CHECK(open_fd_count() == fds_before);
 }
 
+// Sends `count` copies of `fd` with an 8-byte payload in one message, as no send_fd ever does.
+bool send_copies(int socket, int fd, std::size_t count) {
+  std::uint64_t payload = 5;
+  iovec io{.iov_base = &payload, .iov_len = sizeof payload};
+  std::array<unsigned char, CMSG_SPACE(sizeof(int) * 4)> control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+  cmsghdr* const header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int) * count);
+  for (std::size_t index = 0; index < count; ++index) {
+    std::memcpy(CMSG_DATA(header) + index * sizeof(int), &fd, sizeof(int));
+  }
+  return ::sendmsg(socket, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof payload);
+}
+
+TEST_CASE("recv_fd refuses a message with more than one descriptor, and keeps none of them") {
+  auto const fds_before = open_fd_count();
+  {
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(SOCK_SEQPACKET);
+    // Two fit in the room for one once it is aligned: counted, not left to the kernel.
+    for (std::size_t const count : {std::size_t{2}, std::size_t{3}, std::size_t{4}}) {
+      CAPTURE(count);
+      REQUIRE(send_copies(left.get(), pipe_write.get(), count));
+      CHECK(recv_fd<std::uint64_t>(right).error() == std::errc::message_size);
+    }
+    REQUIRE(send_copies(left.get(), pipe_write.get(), 1));
+    CHECK(recv_fd<std::uint64_t>(right).value().payload == 5);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
 TEST_CASE("fd passing across fork(): data written through one mapping is seen through another" * doctest::test_suite("fork-child")) {
   std::size_t const bytes = 8 * page_granularity();
   auto const first = pattern(bytes, 7);

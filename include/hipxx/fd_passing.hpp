@@ -98,7 +98,9 @@ namespace detail {
   io.iov_base = payload.data();
   io.iov_len = payload.size();
 
-  ScmRightsBuffer<1> control{};  // room for one: more make the kernel close the extras (MSG_CTRUNC)
+  // Room for one descriptor, rounded up to the control message alignment (on x86-64 that makes room
+  // for two); the kernel closes whatever does not fit and sets MSG_CTRUNC.
+  ScmRightsBuffer<1> control{};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
@@ -115,9 +117,10 @@ namespace detail {
 
   // Take ownership of whatever arrived before looking at anything else, so no error path leaks it.
   FileDescriptor received;
-  for_each_received_fd(message, [&received](int fd) {
+  std::size_t count = 0;
+  for_each_received_fd(message, [&received, &count](int fd) {
     FileDescriptor owned{fd};
-    if (!received) {
+    if (++count == 1) {
       received = std::move(owned);
     }  // else: a sender that broke the protocol; `owned` closes its extra descriptors.
   });
@@ -129,8 +132,8 @@ namespace detail {
     // A datagram longer than the payload we expect: the two sides disagree on the Payload type.
     return failure(std::errc::message_size);
   }
-  if ((message.msg_flags & MSG_CTRUNC) != 0) {
-    // More descriptors were sent than we had room for; the kernel closed the rest.
+  if ((message.msg_flags & MSG_CTRUNC) != 0 || count > 1) {
+    // More descriptors were sent than one (those beyond the room we gave, the kernel closed).
     return failure(std::errc::message_size);
   }
   if (!received) {
