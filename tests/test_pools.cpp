@@ -2131,3 +2131,42 @@ TEST_CASE("threads sharing one pool, each on its own stream: blocks never overla
   CHECK(get_u64(pool, hipMemPoolAttrUsedMemCurrent) == 0);
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
+
+// A pool may serve another device's streams: hipFree of its memory waits for the streams of the
+// calling thread's device too, or the block goes to the next allocation while that work still writes.
+TEST_CASE("hipFree of pool memory used on a stream of the current device, from another device's pool" *
+          doctest::test_suite("devices-2")) {
+  LeakCheck leaks;
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  hipMemPool_t device1_pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&device1_pool, 1) == hipSuccess);
+  const hipMemAccessDesc from_device0{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+  REQUIRE(hipMemPoolSetAccess(device1_pool, &from_device0, 1) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  hipStream_t on_device0 = make_stream(hipStreamNonBlocking);
+  void* first = nullptr;
+  REQUIRE(hipMallocFromPoolAsync(&first, kBytes, device1_pool, on_device0) == hipSuccess);
+  REQUIRE(hipLaunchHostFunc(
+              on_device0, [](void*) { std::this_thread::sleep_for(200ms); }, nullptr) == hipSuccess);
+  REQUIRE(hipMemsetAsync(first, 0xAA, kBytes, on_device0) == hipSuccess);
+  CHECK(hipFree(first) == hipSuccess);
+  CHECK(hipStreamQuery(on_device0) == hipSuccess);  // waited for
+
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t on_device1 = make_stream(hipStreamNonBlocking);
+  void* second = nullptr;
+  REQUIRE(hipMallocAsync(&second, kBytes, on_device1) == hipSuccess);
+  REQUIRE(hipMemsetAsync(second, 0x55, kBytes, on_device1) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(on_device1) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  std::vector<unsigned char> back(kBytes);
+  REQUIRE(hipMemcpy(back.data(), second, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(test_support::all_bytes_are(back, 0x55));
+  CHECK(hipFreeAsync(second, on_device1) == hipSuccess);
+  CHECK(hipStreamDestroy(on_device1) == hipSuccess);
+  CHECK(hipStreamDestroy(on_device0) == hipSuccess);
+  const hipMemAccessDesc revoked{{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtNone};
+  CHECK(hipMemPoolSetAccess(device1_pool, &revoked, 1) == hipSuccess);
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+}

@@ -2084,6 +2084,38 @@ struct OverfullStream {
 };
 }  // namespace
 
+namespace {
+// An application's thread_local whose destructor names the per-thread stream of a device its thread
+// never used. Made before the runtime's state of its thread, it is destroyed after it.
+struct LateStreamQuery {
+  hipError_t* seen = nullptr;
+  ~LateStreamQuery() {
+    (void)hipSetDevice(1);
+    const hipError_t result = hipStreamQuery(hipStreamPerThread);
+    if (seen != nullptr) *seen = result;
+  }
+};
+thread_local LateStreamQuery late_query;
+}  // namespace
+
+TEST_CASE("the per-thread stream named after the thread's runtime state went is no stream, and none is made" *
+          doctest::test_suite("devices-2")) {
+  LeakCheck leaks;
+  // Whatever the runtime starts once, at the first per-thread stream's end, is there from now on.
+  std::thread([] { (void)hipStreamQuery(hipStreamPerThread); }).join();
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  const std::size_t before = thread_count();
+  std::vector<hipError_t> seen(20, hipSuccess);
+  for (hipError_t& result : seen) {
+    std::thread([&result] {
+      late_query.seen = &result;
+      (void)hipStreamQuery(hipStreamPerThread);  // device 0's: the runtime's state of the thread is made
+    }).join();
+  }
+  for (const hipError_t result : seen) CHECK(result == hipErrorInvalidHandle);
+  CHECK(settled_thread_count(before) == before);
+}
+
 TEST_CASE("work offered to a stream while it is destroyed, by a thread that waited for room, is refused") {
   LeakCheck leaks;
   OverfullStream full;

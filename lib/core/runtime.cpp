@@ -146,12 +146,21 @@ hipError_t Runtime::finish_device_work(int device) {
   return backend_->synchronize(device);
 }
 
+void Runtime::finish_calling_device_streams(int device) {
+  const int current = current_device();
+  if (current != device && valid_device(current) && !RunningStreamWork::would_wait_for_itself(current)) {
+    (void)streams_.synchronize_device(current);
+  }
+}
+
 hipError_t Runtime::deallocate(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
   if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
-    // hipFree of a stream-ordered allocation waits for the device, then frees at once.
+    // hipFree of a stream-ordered allocation waits for the device, then frees at once. A stream of
+    // the calling thread's device may use it too (a pool may serve another device's streams).
     if (RunningStreamWork::would_wait_for_itself(pool->device())) return hipErrorIllegalState;
     (void)streams_.synchronize_device(pool->device());
+    finish_calling_device_streams(pool->device());
     if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
     pools_.forget_if_drained(pool);
     return hipSuccess;
@@ -169,8 +178,10 @@ hipError_t Runtime::deallocate(void* ptr) {
     }
     device = linear->device;
   }
-  // Like hipFree on a GPU: queued work that may still use the memory finishes first.
+  // Like hipFree on a GPU: queued work that may still use the memory finishes first, on its
+  // device and on the calling thread's (which may reach it as a peer).
   if (const hipError_t error = finish_device_work(device); error != hipSuccess) return error;
+  finish_calling_device_streams(device);
   std::unique_lock lock{mutex_};
   const auto taken = address_space_.take_linear(reinterpret_cast<std::uintptr_t>(ptr));
   if (!taken) return hipErrorInvalidValue;  // another thread freed it meanwhile

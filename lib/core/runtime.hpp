@@ -211,6 +211,9 @@ class alignas(64) Runtime {
   // Waits for the work queued on `device` (its streams', then the backend's), as hipFree does before
   // it lets memory go; refused (hipErrorIllegalState) on a thread that runs such work itself.
   [[nodiscard]] hipError_t finish_device_work(int device);
+  // Waits for the streams of the calling thread's current device too, where that is not `device`
+  // (the device whose memory hipFree lets go) and the thread does not run such work itself.
+  void finish_calling_device_streams(int device);
   [[nodiscard]] MemoryOwner owner_of_locked(const void* address) const;
   [[nodiscard]] CopyOwners owners_of_locked(void* dst, const void* src) const;
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device, CopyOwners owners) const;

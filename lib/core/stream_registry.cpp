@@ -142,6 +142,10 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
 }
 
 const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int current_device) {
+  // After this thread's state went (a thread_local of the application's, destroyed later, calling
+  // in), there is nowhere to keep a stream, nor a per-thread stream to find: such a late call gets
+  // no stream.
+  if (thread_state_gone) return no_stream;
   if (stream == hipStreamPerThread) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast): HIP's C macro
     PerThreadStreams& per_thread = thread_state.per_thread;
     if (per_thread.registry_serial != serial_) {
@@ -162,9 +166,6 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
     stream = entry->second;
   }
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
-  // After this thread's state went (a thread_local of the application's, destroyed later, calling
-  // in), there is nowhere to keep the stream: such a late call gets no stream.
-  if (thread_state_gone) return no_stream;
   ResolvedStream& last = thread_state.last;
   if (last.registry == serial_ && last.handle == stream && last.device == current_device &&
       last.generation == generation && last.stream) {
