@@ -503,28 +503,30 @@ int import_rounds(hipMemPool_t pool, hipMemPoolPtrExportData data, std::uint64_t
 
 constexpr int kImportRounds = 300;
 
-int child_shares_pools(hipMemPool_t inherited, hipMemPoolPtrExportData data, std::uint64_t seed) {
-  // While the parent imports through the same pool: each process's requests get its own replies.
-  if (import_rounds(inherited, data, seed, kImportRounds) != 0) return 10;
+// In a child made by fork(), without doctest: a new pool whose first `bytes` hold `value`, exported
+// (the fd and the pointer's export data); false where any step fails.
+bool export_filled_pool(std::size_t bytes, unsigned char value, int* fd, hipMemPoolPtrExportData* data) {
   hipMemPoolProps props{};
   props.allocType = hipMemAllocationTypePinned;
   props.handleTypes = hipMemHandleTypePosixFileDescriptor;
   props.location = {hipMemLocationTypeDevice, 0};
-  hipMemPool_t own = nullptr;
+  hipMemPool_t pool = nullptr;
   hipStream_t stream = nullptr;
   void* block = nullptr;
-  if (hipMemPoolCreate(&own, &props) != hipSuccess ||
-      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess ||
-      hipMallocFromPoolAsync(&block, 1 * kMiB, own, stream) != hipSuccess ||
-      hipMemsetAsync(block, 0x3C, 1 * kMiB, stream) != hipSuccess || hipStreamSynchronize(stream) != hipSuccess) {
-    return 13;
-  }
+  return hipMemPoolCreate(&pool, &props) == hipSuccess &&
+         hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess &&
+         hipMallocFromPoolAsync(&block, bytes, pool, stream) == hipSuccess &&
+         hipMemsetAsync(block, value, bytes, stream) == hipSuccess && hipStreamSynchronize(stream) == hipSuccess &&
+         hipMemPoolExportToShareableHandle(fd, pool, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess &&
+         hipMemPoolExportPointer(data, block) == hipSuccess;
+}
+
+int child_shares_pools(hipMemPool_t inherited, hipMemPoolPtrExportData data, std::uint64_t seed) {
+  // While the parent imports through the same pool: each process's requests get its own replies.
+  if (import_rounds(inherited, data, seed, kImportRounds) != 0) return 10;
   int fd = -1;
   hipMemPoolPtrExportData own_data{};
-  if (hipMemPoolExportToShareableHandle(&fd, own, hipMemHandleTypePosixFileDescriptor, 0) != hipSuccess ||
-      hipMemPoolExportPointer(&own_data, block) != hipSuccess) {
-    return 14;
-  }
+  if (!export_filled_pool(1 * kMiB, 0x3C, &fd, &own_data)) return 13;
   hipMemPool_t again = nullptr;
   if (import_fd(fd, &again) != hipSuccess) return 15;
   void* own_mirror = nullptr;
@@ -956,23 +958,9 @@ class NoDescriptorsLeft {
 // must have the descriptors to send. Exports a pool whose pointer holds 0x5D, sends the fd and the
 // pointer's export data over `socket`, and waits for a byte back (or the socket's end).
 int export_from_child(int socket) {
-  hipMemPoolProps props{};
-  props.allocType = hipMemAllocationTypePinned;
-  props.handleTypes = hipMemHandleTypePosixFileDescriptor;
-  props.location = {hipMemLocationTypeDevice, 0};
-  hipMemPool_t pool = nullptr;
-  hipStream_t stream = nullptr;
-  void* block = nullptr;
   int fd = -1;
   hipMemPoolPtrExportData data{};
-  if (hipMemPoolCreate(&pool, &props) != hipSuccess ||
-      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) != hipSuccess ||
-      hipMallocFromPoolAsync(&block, 64 * kKiB, pool, stream) != hipSuccess ||
-      hipMemsetAsync(block, 0x5D, 64 * kKiB, stream) != hipSuccess || hipStreamSynchronize(stream) != hipSuccess ||
-      hipMemPoolExportToShareableHandle(&fd, pool, hipMemHandleTypePosixFileDescriptor, 0) != hipSuccess ||
-      hipMemPoolExportPointer(&data, block) != hipSuccess) {
-    return 10;
-  }
+  if (!export_filled_pool(64 * kKiB, 0x5D, &fd, &data)) return 10;
   if (!hipxx::send_fd<hipMemPoolPtrExportData>(socket, hipxx::FileDescriptor{fd}, data)) return 11;
   char done = 0;
   while (recv(socket, &done, 1, 0) < 0 && errno == EINTR) {
