@@ -153,23 +153,23 @@ std::string descriptors_opened(const ProcessState& before, const ProcessState& n
   return text;
 }
 
-// `when`: at once, or given a moment for the ends of sockets the broker holds, which it closes once
-// it sees the other end closed.
-void check_nothing_opened(const ProcessState& before, Partial when) {
-  ProcessState latest = ProcessState::now();
+// `after`: the state right after the call. `when`: at once, or given a moment for the ends of
+// sockets the broker holds, which it closes once it sees the other end closed.
+void check_nothing_opened(const ProcessState& before, const ProcessState& after, Partial when) {
+  ProcessState latest = after;
   const auto look = [&] {
     latest = ProcessState::now();
     return nothing_opened(before, latest);
   };
-  const bool clean = when == Partial::descriptors_later ? stest::eventually(look, std::chrono::milliseconds{5000})
-                                                        : nothing_opened(before, latest);
+  const bool clean = nothing_opened(before, latest) ||
+                     (when == Partial::descriptors_later && stest::eventually(look, std::chrono::milliseconds{5000}));
   INFO("descriptors:", descriptors_opened(before, latest));
   CHECK(clean);
 }
 
 void check_unchanged(const ProcessState& before, const ProcessState& after, Partial when) {
   CHECK(after.counts == before.counts);
-  check_nothing_opened(before, when);
+  check_nothing_opened(before, after, when);
   CHECK(after.memfd_bytes == before.memfd_bytes);
   const std::uint64_t larger = std::max(after.large_mapping_bytes, before.large_mapping_bytes);
   const std::uint64_t smaller = std::min(after.large_mapping_bytes, before.large_mapping_bytes);
