@@ -2,6 +2,7 @@
 #include "api/guard.hpp"
 
 #include <chrono>
+#include <optional>
 
 using hipxx::api::guarded;
 using hipxx::core::Event;
@@ -71,10 +72,12 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     // hipStreamWaitEvent on another thread must never see the new marker with sequence 0, which
     // reads as complete. The task writes only reached_at, which readers take after the stream
     // reports the sequence reached.
-    marker->sequence = runtime.streams().enqueue(*where, [marker] {
+    const std::optional<std::uint64_t> placed = runtime.streams().enqueue(*where, [marker] {
       marker->reached_at = std::chrono::steady_clock::now();
       return hipSuccess;
     });
+    if (!placed) return hipErrorInvalidHandle;  // the stream was destroyed meanwhile; the event is as it was
+    marker->sequence = *placed;
     target->set_marker(marker);
     return hipSuccess;
   });

@@ -289,9 +289,9 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
       target->note_ordered_after(*recorded_on, marker->sequence);
       return hipSuccess;
     }
-    target->wait_for_room();  // the wait is one more operation on the target's queue
-    target->enqueue_wait(recorded_on, marker->sequence, marker->timestamp.get());
-    return hipSuccess;
+    return runtime.streams().enqueue_wait(*target, recorded_on, marker->sequence, marker->timestamp.get())
+               ? hipSuccess
+               : hipErrorInvalidHandle;
   });
 }
 

@@ -200,17 +200,21 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
     // Unmapped when the stream reaches the free, after every use queued before it; the task holds
     // the pool, so its mirror stays even if hipMemPoolDestroy unnames it first.
     try {
-      runtime_.streams().enqueue(*stream, [pool = freed.pool, offset = freed.offset, size = freed.size] {
-        pool->release(offset, size);
+      if (runtime_.streams().enqueue(*stream, [pool = freed.pool, offset = freed.offset, size = freed.size] {
+            pool->release(offset, size);
+            return hipSuccess;
+          })) {
         return hipSuccess;
-      });
-      return hipSuccess;
+      }
     } catch (const std::bad_alloc&) {
-      // No memory to queue the free: the stream's work is waited for here, and the chunks go now.
-      stream->synchronize();
-      freed.pool->release(freed.offset, freed.size);
-      return hipSuccess;
+      // No memory to queue the free: below.
     }
+    // Not queued (no memory, or another thread destroyed the stream while this one waited for room
+    // on it): the pointer has left the books already, so the free is done here, after the stream's
+    // work, as if it had come before the destroy.
+    stream->synchronize();
+    freed.pool->release(freed.offset, freed.size);
+    return hipSuccess;
   }
   // Like hipFree of pool memory: queued work of the device that may still use it finishes first.
   (void)runtime_.streams().synchronize_device(freed.pool->device());

@@ -259,6 +259,7 @@ hipError_t Runtime::run_on_null_stream(int device, StreamTask work) {
   // of the stream is not blamed for it.
   auto finished = std::make_shared<std::promise<hipError_t>>();
   std::future<hipError_t> result = finished->get_future();
+  // A null stream is never destroyed, so the work is never refused.
   (void)streams_.enqueue(*null_stream, [finished, work = std::move(work)] {
     try {
       finished->set_value(work());
@@ -435,13 +436,15 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   }
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
-    target->wait_for_room();
+    bool queued = false;
     try {
-      target->enqueue_wait(grant.wait_stream, grant.wait_point);
+      queued = streams_.enqueue_wait(*target, grant.wait_stream, grant.wait_point);
     } catch (const std::bad_alloc&) {
-      // No memory to queue the wait: the free is waited for here, and the block is the caller's.
-      grant.wait_stream->wait_for(grant.wait_point);
+      // No memory to queue the wait: below.
     }
+    // Not queued (no memory, or the stream was destroyed meanwhile by another thread): the free is
+    // waited for here, and the block is the caller's all the same.
+    if (!queued) grant.wait_stream->wait_for(grant.wait_point);
   }
   *ptr = reinterpret_cast<void*>(grant.address);
   return hipSuccess;

@@ -5,7 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <mutex>
+#include <optional>
 
 namespace hipxx::core {
 namespace {
@@ -41,12 +43,12 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
   bytes = allocation->bytes_from(address_of(ptr), bytes);
   // The move happens in stream order, and the range remembers it only once it has happened.
   if (target->queue() == nullptr) {
-    streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
+    const std::optional<std::uint64_t> queued = streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
       const hipError_t result = backend_->prefetch(ptr, bytes, device);
       if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device, generation);
       return result;
     });
-    return hipSuccess;
+    return queued ? hipSuccess : hipErrorInvalidHandle;
   }
   // A device queue moves the pages itself; a host task after it tells the books.
   if (const hipError_t queued = streams_.enqueue(
@@ -56,10 +58,16 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
       queued != hipSuccess) {
     return queued;
   }
-  streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
+  const auto record = [this, ptr, bytes, device, generation] {
     managed_.record_prefetch(address_of(ptr), bytes, device, generation);
     return hipSuccess;
-  });
+  };
+  // The move is queued: a stream destroyed since (by another thread, while this one waited for
+  // room) still runs it, and the books learn of it here once it has.
+  if (!streams_.enqueue(*target, record)) {
+    target->synchronize();
+    (void)record();
+  }
   return hipSuccess;
 }
 
@@ -126,11 +134,11 @@ hipError_t Runtime::attach(hipStream_t stream, void* ptr, std::size_t length, un
   if (!allocation) return attachable_system_memory(target->traits().device, ptr, length);
   // Managed memory attaches whole: from its base, with length 0 or its full size.
   if (allocation->base != address_of(ptr) || (length != 0 && length != allocation->size)) return hipErrorInvalidValue;
-  streams_.enqueue(*target, [this, span = *allocation, flags] {
+  const std::optional<std::uint64_t> queued = streams_.enqueue(*target, [this, span = *allocation, flags] {
     managed_.set_attach(span.base, flags, span.generation);
     return hipSuccess;
   });
-  return hipSuccess;
+  return queued ? hipSuccess : hipErrorInvalidHandle;
 }
 
 }  // namespace hipxx::core

@@ -241,12 +241,13 @@ void StreamRegistry::order_by_null_stream_locked(Stream& stream) {
   }
 }
 
-std::uint64_t StreamRegistry::enqueue(Stream& stream, StreamTask task, bool implicit_ordering) {
+std::optional<std::uint64_t> StreamRegistry::enqueue(Stream& stream, StreamTask task) {
   stream.wait_for_room();  // before the lock, as below
   // One lock across the barrier and the work keeps two threads' submissions from interleaving
   // between a barrier and the work it guards.
   std::lock_guard lock{mutex_};
-  if (implicit_ordering) order_by_null_stream_locked(stream);
+  if (stream.destroyed()) return std::nullopt;  // while this thread waited for room
+  order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(task));
 }
 
@@ -256,6 +257,17 @@ hipError_t StreamRegistry::enqueue(Stream& stream, QueueWork on_queue, StreamTas
   if (stream.destroyed()) return hipErrorInvalidHandle;  // while this thread waited for room
   order_by_null_stream_locked(stream);
   return stream.enqueue(std::move(on_queue), std::move(on_host), sequence);
+}
+
+bool StreamRegistry::enqueue_wait(Stream& stream, const std::shared_ptr<Stream>& other, std::uint64_t point,
+                                  backend::Timestamp* recorded) {
+  stream.wait_for_room();  // the wait is one more operation on the stream's queue
+  // Under the lock, as destroy marks the stream under it: a wait that passed the check is queued
+  // before the stream's final task.
+  std::lock_guard lock{mutex_};
+  if (stream.destroyed()) return false;
+  (void)stream.enqueue_wait(other, point, recorded);
+  return true;
 }
 
 void StreamRegistry::synchronize(Stream& stream) {

@@ -32,11 +32,19 @@ class StreamRegistry {
   // meanwhile (or keeps the stream) takes a copy.
   [[nodiscard]] const std::shared_ptr<Stream>& resolve(hipStream_t stream, int current_device);
 
-  // Queues work with the null-stream rules; `implicit_ordering` false skips them (hipStreamWaitEvent).
-  std::uint64_t enqueue(Stream& stream, StreamTask task, bool implicit_ordering = true);
-  // Device work with the null-stream rules (Stream::enqueue with a QueueWork).
+  // Work offered by the application's calls: each first waits for room on the stream, holding no
+  // lock, and a stream destroyed meanwhile by another thread refuses the work rather than running
+  // it behind its final task (nothing is queued).
+  // Queues work with the null-stream rules; the number names the point after it, none: refused.
+  [[nodiscard]] std::optional<std::uint64_t> enqueue(Stream& stream, StreamTask task);
+  // Device work with the null-stream rules (Stream::enqueue with a QueueWork); hipErrorInvalidHandle:
+  // refused as above.
   [[nodiscard]] hipError_t enqueue(Stream& stream, QueueWork on_queue, StreamTask on_host,
                                    std::uint64_t* sequence = nullptr);
+  // Later work on `stream` runs after `other` reached `point` (Stream::enqueue_wait), without the
+  // null-stream rules (a stream wait orders nothing else); false: refused as above.
+  [[nodiscard]] bool enqueue_wait(Stream& stream, const std::shared_ptr<Stream>& other, std::uint64_t point,
+                                  backend::Timestamp* recorded = nullptr);
   // Whether work queued on `stream` now would first wait for other streams (a null-stream barrier).
   // Without the lock; a barrier queued meanwhile by another thread orders its work after this call.
   [[nodiscard]] bool would_wait_for_others(const Stream& stream) const;
