@@ -441,6 +441,31 @@ TEST_CASE("bad range queries: sizes, attributes, pointers") {
   CHECK(hipFree(device) == hipSuccess);
 }
 
+TEST_CASE(
+    "hipMemRangeGetAttributes reads a long request from the caller's arrays: no copy to fail, the first bad entry "
+    "refused") {
+  Managed memory{kPage};
+  // Arrays of 2^36 requests (their pages never touched past the first, so never backed): the first
+  // names ReadMostly, the second has no destination. A copy of them would not fit in memory.
+  constexpr std::size_t kCount = std::size_t{1} << 36;
+  constexpr std::size_t kSpan = kCount * sizeof(void*);
+  void* const arrays =
+      mmap(nullptr, 3 * kSpan, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(arrays != MAP_FAILED);
+  auto* const data = static_cast<void**>(arrays);
+  auto* const sizes = reinterpret_cast<std::size_t*>(static_cast<char*>(arrays) + kSpan);
+  auto* const which = reinterpret_cast<hipMemRangeAttribute*>(static_cast<char*>(arrays) + 2 * kSpan);
+  int read_mostly_value = 12345;
+  data[0] = &read_mostly_value;
+  sizes[0] = sizeof read_mostly_value;
+  which[0] = hipMemRangeAttributeReadMostly;
+  CHECK(hipMemRangeGetAttributes(data, sizes, which, kCount, memory.pointer, kPage) == hipErrorInvalidValue);
+  CHECK(read_mostly_value == 12345);  // nothing written where one request cannot be answered
+  CHECK(hipMemRangeGetAttributes(data, sizes, which, 1, memory.pointer, kPage) == hipSuccess);
+  CHECK(read_mostly_value == 0);
+  CHECK(munmap(arrays, 3 * kSpan) == 0);
+}
+
 TEST_CASE("hipMemRangeGetAttributes: all five attributes in one call" * doctest::test_suite("devices-3")) {
   stest::LeakCheck leaks;
   Managed memory{6 * kPage};
@@ -772,6 +797,29 @@ TEST_CASE("a prefetch queued before hipFree does not reach the next allocation a
   CHECK(last_prefetch == hipInvalidDeviceId);
   CHECK(hipFree(next) == hipSuccess);
   CHECK(hipStreamDestroy(other_device) == hipSuccess);
+}
+
+TEST_CASE("a prefetch to the host queued before hipFree moves nothing once its memory is gone" *
+          doctest::test_suite("host-only")) {
+  // As above, a prefetch on another device's stream outlives the memory. Where the stream's work
+  // runs on its host thread, it finds the memory gone and does nothing; a device queue reaches the
+  // freed range as a GPU would, an illegal address. Never an out-of-memory error, and no advice
+  // given to whatever is mapped there next.
+  stest::LeakCheck leaks;
+  const bool device_queues = std::string{hipxxGetStreamEngine()}.starts_with("device queues");
+  void* pointer = nullptr;
+  REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t const other_device = stest::make_stream();
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  stest::Gate gate;
+  gate.block(other_device);
+  REQUIRE(hipMemPrefetchAsync(pointer, 4 * kPage, hipCpuDeviceId, other_device) == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+  gate.open();
+  CHECK(hipStreamSynchronize(other_device) == (device_queues ? hipErrorIllegalAddress : hipSuccess));
+  CHECK(hipStreamDestroy(other_device) == hipSuccess);
+  (void)hipGetLastError();
 }
 
 // ---------------------------------------------------------------------------------------------

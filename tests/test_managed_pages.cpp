@@ -21,9 +21,11 @@ constexpr int kDevices = 64;
 // Every location with accessed-by advice over [address, address + bytes), host first.
 std::vector<int> accessed_by(const ManagedMemory& books, std::uintptr_t address, std::size_t bytes) {
   std::array<std::int32_t, kDevices + 2> slots{};
-  const hipxx::core::RangeQuery request{
-      .attribute = hipMemRangeAttributeAccessedBy, .data = slots.data(), .data_size = sizeof slots};
-  REQUIRE(books.query({&request, 1}, address, bytes) == hipSuccess);
+  void* const data = slots.data();
+  const std::size_t data_size = sizeof slots;
+  const hipMemRangeAttribute attribute = hipMemRangeAttributeAccessedBy;
+  REQUIRE(books.query({.data = &data, .data_sizes = &data_size, .attributes = &attribute, .count = 1}, address,
+                      bytes) == hipSuccess);
   std::vector<int> locations;
   for (const std::int32_t slot : slots) {
     if (slot != hipInvalidDeviceId) locations.push_back(slot);

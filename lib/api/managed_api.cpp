@@ -3,10 +3,8 @@
 
 #include <unistd.h>
 #include <string>
-#include <vector>
 
 using hipxx::api::guarded;
-using hipxx::core::RangeQuery;
 using hipxx::core::Runtime;
 
 namespace {
@@ -61,8 +59,8 @@ hipError_t hipMemAdvise_v2(const void* dev_ptr, size_t count, hipMemoryAdvise ad
 hipError_t hipMemRangeGetAttribute(void* data, size_t data_size, hipMemRangeAttribute attribute, const void* dev_ptr,
                                    size_t count) {
   return guarded([&](Runtime& runtime) {
-    const RangeQuery request{.attribute = attribute, .data = data, .data_size = data_size};
-    return runtime.range_attributes({&request, 1}, dev_ptr, count);
+    return runtime.range_attributes({.data = &data, .data_sizes = &data_size, .attributes = &attribute, .count = 1},
+                                    dev_ptr, count);
   });
 }
 
@@ -75,11 +73,8 @@ hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRange
         num_attributes > kLongestArray) {
       return hipErrorInvalidValue;
     }
-    std::vector<RangeQuery> requests(num_attributes);
-    for (size_t index = 0; index < num_attributes; ++index) {
-      requests[index] = {.attribute = attributes[index], .data = data[index], .data_size = data_sizes[index]};
-    }
-    return runtime.range_attributes(requests, dev_ptr, count);
+    return runtime.range_attributes(
+        {.data = data, .data_sizes = data_sizes, .attributes = attributes, .count = num_attributes}, dev_ptr, count);
   });
 }
 

@@ -216,14 +216,16 @@ std::vector<PageState> ManagedMemory::states_over(const ManagedAllocation& alloc
   return states;
 }
 
-hipError_t ManagedMemory::query(std::span<const RangeQuery> requests, std::uintptr_t address, std::size_t bytes) const {
-  if (requests.empty() || bytes == 0) return hipErrorInvalidValue;
-  if (!std::all_of(requests.begin(), requests.end(), answerable)) return hipErrorInvalidValue;
+hipError_t ManagedMemory::query(RangeQueries requests, std::uintptr_t address, std::size_t bytes) const {
+  if (requests.count == 0 || bytes == 0) return hipErrorInvalidValue;
+  for (std::size_t index = 0; index < requests.count; ++index) {
+    if (!answerable(requests[index])) return hipErrorInvalidValue;
+  }
   std::lock_guard lock{mutex_};
   const ManagedAllocation* allocation = find(address, bytes);
   if (allocation == nullptr) return hipErrorInvalidValue;
   const std::vector<PageState> states = states_over(*allocation, address, bytes);
-  for (const RangeQuery& request : requests) answer(states, request);
+  for (std::size_t index = 0; index < requests.count; ++index) answer(states, requests[index]);
   return hipSuccess;
 }
 

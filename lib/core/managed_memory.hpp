@@ -61,6 +61,20 @@ struct RangeQuery {
   std::size_t data_size = 0;
 };
 
+// The attributes hipMemRangeGetAttributes asks, read from the caller's three arrays where they lie:
+// the count is the caller's, and copying the arrays would make a count that no memory holds an
+// allocation failure rather than the caller's error.
+struct RangeQueries {
+  void* const* data = nullptr;
+  const std::size_t* data_sizes = nullptr;
+  const hipMemRangeAttribute* attributes = nullptr;
+  std::size_t count = 0;
+
+  [[nodiscard]] RangeQuery operator[](std::size_t index) const noexcept {
+    return {.attribute = attributes[index], .data = data[index], .data_size = data_sizes[index]};
+  }
+};
+
 class ManagedMemory {
  public:
   explicit ManagedMemory(std::size_t page_size) : page_(page_size) {}
@@ -80,7 +94,7 @@ class ManagedMemory {
 
   // Attributes over a range, as hipMemRangeGetAttribute(s) define them: all answered, or, where one
   // cannot be, none written.
-  [[nodiscard]] hipError_t query(std::span<const RangeQuery> requests, std::uintptr_t address, std::size_t bytes) const;
+  [[nodiscard]] hipError_t query(RangeQueries requests, std::uintptr_t address, std::size_t bytes) const;
   [[nodiscard]] std::size_t run_count(std::uintptr_t base) const;
 
  private:

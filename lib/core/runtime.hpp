@@ -121,8 +121,7 @@ class alignas(64) Runtime {
   [[nodiscard]] hipError_t prefetch(const void* ptr, std::size_t bytes, int device, hipStream_t stream);
   [[nodiscard]] hipError_t advise(const void* ptr, std::size_t bytes, hipMemoryAdvise advice, int device);
   // Every request answered, or none written.
-  [[nodiscard]] hipError_t range_attributes(std::span<const RangeQuery> requests, const void* ptr,
-                                            std::size_t bytes) const;
+  [[nodiscard]] hipError_t range_attributes(RangeQueries requests, const void* ptr, std::size_t bytes) const;
   [[nodiscard]] hipError_t attach(hipStream_t stream, void* ptr, std::size_t length, unsigned flags);
   [[nodiscard]] ManagedMemory& managed() noexcept { return managed_; }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 
 namespace hipxx::core {
 namespace {
@@ -44,6 +45,12 @@ hipError_t Runtime::prefetch(const void* ptr, std::size_t bytes, int device, hip
   // The move happens in stream order, and the range remembers it only once it has happened.
   if (target->queue() == nullptr) {
     const std::optional<std::uint64_t> queued = streams_.enqueue(*target, [this, ptr, bytes, device, generation] {
+      // The memory may have been freed since the call (by a thread whose hipFree waited for other
+      // devices' streams), and its address given to another allocation: a hint for memory that is
+      // gone moves nothing. hipFree takes the lock exclusively before the memory goes.
+      std::shared_lock lock{mutex_};
+      const std::optional<ManagedSpan> still = managed_.allocation_holding(address_of(ptr), bytes);
+      if (!still || still->generation != generation) return hipSuccess;
       const hipError_t result = backend_->prefetch(ptr, bytes, device);
       if (result == hipSuccess) managed_.record_prefetch(address_of(ptr), bytes, device, generation);
       return result;
@@ -98,7 +105,7 @@ hipError_t Runtime::advise(const void* ptr, std::size_t bytes, hipMemoryAdvise a
   return managed_.advise(address_of(ptr), bytes, advice, device);
 }
 
-hipError_t Runtime::range_attributes(std::span<const RangeQuery> requests, const void* ptr, std::size_t bytes) const {
+hipError_t Runtime::range_attributes(RangeQueries requests, const void* ptr, std::size_t bytes) const {
   if (ptr == nullptr) return hipErrorInvalidValue;
   return managed_.query(requests, address_of(ptr), bytes);
 }

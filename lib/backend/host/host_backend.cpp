@@ -357,7 +357,9 @@ class HostBackend final : public Backend {
     const std::uintptr_t page = page_size();
     const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(ptr) / page * page;
     const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(ptr) + bytes + page - 1) / page * page;
-    return madvise(reinterpret_cast<void*>(start), end - start, MADV_WILLNEED) == 0 ? hipSuccess : from_errno(errno);
+    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_WILLNEED) == 0) return hipSuccess;
+    // ENOMEM here is a range no longer mapped (freed behind a queued prefetch), not a lack of memory.
+    return errno == ENOMEM ? hipErrorIllegalAddress : from_errno(errno);
   }
 
   // Advice changes placement, and the host backend has one place: the books keep the advice so
