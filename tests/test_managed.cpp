@@ -445,9 +445,9 @@ TEST_CASE(
     "hipMemRangeGetAttributes reads a long request from the caller's arrays: no copy to fail, the first bad entry "
     "refused") {
   Managed memory{kPage};
-  // Arrays of 2^36 requests (their pages never touched past the first, so never backed): the first
-  // names ReadMostly, the second has no destination. A copy of them would not fit in memory.
-  constexpr std::size_t kCount = std::size_t{1} << 36;
+  // Arrays of 2^33 requests (their pages never touched past the first, so never backed): the first
+  // names ReadMostly, the second has no destination. A copy of them (192 GiB) would not fit in memory.
+  constexpr std::size_t kCount = std::size_t{1} << 33;
   constexpr std::size_t kSpan = kCount * sizeof(void*);
   void* const arrays =
       mmap(nullptr, 3 * kSpan, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
