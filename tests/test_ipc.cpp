@@ -229,6 +229,14 @@ TEST_CASE("data written in one process is seen in the other, both ways") {
     REQUIRE(hipIpcOpenMemHandle(&mapped, exported.handle, hipIpcMemLazyEnablePeerAccess) == hipSuccess);
     REQUIRE(mapped != nullptr);
     CHECK(mismatches(mapped, 0, kSize, 4) == 0);
+    // The books hold the mapping's extent, no more: its last byte is device memory, and this
+    // thread's stack (above it, where the stack is at the top of the address space) is not.
+    hipPointerAttribute_t attributes{};
+    REQUIRE(hipPointerGetAttributes(&attributes, static_cast<char*>(mapped) + kSize - 1) == hipSuccess);
+    CHECK(attributes.type == hipMemoryTypeDevice);
+    int on_stack = 0;
+    REQUIRE(hipPointerGetAttributes(&attributes, &on_stack) == hipSuccess);
+    CHECK(attributes.type == hipMemoryTypeUnregistered);
     fill(mapped, 0, kSize, 5);
     CHECK(peer.mismatches(exported.value, 0, kSize, 5) == 0);
     REQUIRE(peer.on_slot(Op::fill, exported.value, 0, kSize, 6).status == hipSuccess);

@@ -549,9 +549,15 @@ class CudaBackend final : public Backend {
         result != cuda::CUDA_SUCCESS) {
       return to_hip(result);
     }
-    // The driver does not report the size; the books then accept any range from the base.
+    // The books need the mapping's extent: the exporter's allocation, which the driver knows.
+    CUdeviceptr base = 0;
+    std::size_t bytes = 0;
+    if (const CUresult result = api_.cuMemGetAddressRange_v2(&base, &bytes, at); result != cuda::CUDA_SUCCESS) {
+      (void)api_.cuIpcCloseMemHandle(at);
+      return to_hip(result);
+    }
     *ptr = pointer_to(at);
-    *size = std::numeric_limits<std::uintptr_t>::max() - at;
+    *size = base + bytes - at;
     return hipSuccess;
   }
 

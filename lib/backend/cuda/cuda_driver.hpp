@@ -205,7 +205,8 @@ static_assert(sizeof(CUipcMemHandle) == 64);
   X(cuMemAdvise, CUresult (*)(CUdeviceptr ptr, std::size_t bytes, CUmem_advise advice, CUdevice device))               \
   X(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle * handle, CUdeviceptr ptr))                                         \
   X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr * ptr, CUipcMemHandle handle, unsigned int flags))                 \
-  X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr ptr))
+  X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr ptr))                                                                \
+  X(cuMemGetAddressRange_v2, CUresult (*)(CUdeviceptr * base, std::size_t * size, CUdeviceptr ptr))
 
 // Streams, events, host calls and stream memory operations: what the backend's device queues use.
 using CUevent = struct CUevent_st*;
