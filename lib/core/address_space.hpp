@@ -27,6 +27,9 @@
 
 namespace hipxx::core {
 
+// A pointer as the number the books key memory by.
+inline std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
+
 // What each device may do with one mapping: HIP's three access levels as one bit per device in
 // each of two masks (read allowed, write allowed), so copying or comparing a list costs nothing.
 class AccessList {

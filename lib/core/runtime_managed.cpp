@@ -11,9 +11,6 @@
 #include <shared_mutex>
 
 namespace hipxx::core {
-namespace {
-std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
-}  // namespace
 
 hipError_t Runtime::allocate_managed(void** ptr, std::size_t size, unsigned flags) {
   if (ptr == nullptr || size == 0 || (flags != hipMemAttachGlobal && flags != hipMemAttachHost)) {

@@ -10,8 +10,6 @@
 namespace hipxx::core {
 namespace {
 
-std::uintptr_t address_of(const void* ptr) noexcept { return reinterpret_cast<std::uintptr_t>(ptr); }
-
 bool valid_flags(hipMemAccessFlags flags) noexcept {
   return flags == hipMemAccessFlagsProtNone || flags == hipMemAccessFlagsProtRead ||
          flags == hipMemAccessFlagsProtReadWrite;

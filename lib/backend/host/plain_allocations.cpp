@@ -2,6 +2,7 @@
 
 #include "backend/host/memfd.hpp"
 #include "backend/host/page_population.hpp"
+#include "backend/named_memfd.hpp"
 #include "backend/page_size.hpp"
 
 #include <fcntl.h>
@@ -42,13 +43,7 @@ struct HandleFields {
 static_assert(sizeof(HandleFields) == HIP_IPC_HANDLE_SIZE);
 
 std::uint64_t checksum_of(const HandleFields& fields) {
-  // FNV-1a over everything before the checksum: enough to tell a handle from random bytes.
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&fields);
-  for (std::size_t index = 0; index < offsetof(HandleFields, checksum); ++index) {
-    hash = (hash ^ bytes[index]) * 0x100000001b3ULL;
-  }
-  return hash;
+  return fnv1a(&fields, offsetof(HandleFields, checksum));  // everything before the checksum
 }
 
 // The unused tail lies outside the checksum, so it is checked apart: a handle whose bytes differ
@@ -59,38 +54,8 @@ bool well_formed(const HandleFields& fields) {
          fields.unused == std::array<std::uint8_t, 8>{};
 }
 
-std::string hex(std::uint64_t value) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string text(16, '0');
-  for (auto digit = text.rbegin(); digit != text.rend(); ++digit, value >>= 4) *digit = kHex[value & 0xF];
-  return text;
-}
-
 std::string memfd_name(std::uint64_t process_tag, std::uint64_t serial) {
-  return "hipxx-memory-" + hex(process_tag) + "-" + hex(serial);
-}
-
-// A memfd's name as /proc shows it: memfds live on no mounted filesystem, so their link reads
-// "/memfd:<name> (deleted)".
-std::string proc_link_of(const HandleFields& fields) {
-  return "/memfd:" + memfd_name(fields.process_tag, fields.serial) + " (deleted)";
-}
-
-bool link_reads(const std::string& path, const std::string& expected) {
-  std::array<char, 512> target{};
-  const ssize_t length = readlink(path.c_str(), target.data(), target.size());
-  return length > 0 && static_cast<std::size_t>(length) == expected.size() &&
-         std::memcmp(target.data(), expected.data(), expected.size()) == 0;
-}
-
-std::uint64_t draw_process_tag() {
-  std::uint64_t tag = 0;
-  if (getrandom(&tag, sizeof tag, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof tag)) {
-    // Not a secret, only a guard against a reused pid: the clock will do.
-    tag = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-          (static_cast<std::uint64_t>(getpid()) << 32);
-  }
-  return tag;
+  return "hipxx-memory-" + hex16(process_tag) + "-" + hex16(serial);
 }
 
 // This process's pid. getpid is a system call each time (about a microsecond in a VM), and a pid
@@ -208,21 +173,7 @@ hipError_t PlainAllocations::open(const hipIpcMemHandle_t& handle, void** ptr, s
   if (fields.pid == static_cast<std::int32_t>(current_pid())) return hipErrorInvalidContext;
   const std::size_t mapped = page_rounded(fields.size);
   if (mapped == 0) return hipErrorInvalidValue;
-  // The name is read before the open too, so that a handle naming some other kind of file (a
-  // device, say) never opens it.
-  const std::string expected = proc_link_of(fields);
-  const std::string path = "/proc/" + std::to_string(fields.pid) + "/fd/" + std::to_string(fields.fd);
-  if (!link_reads(path, expected)) return hipErrorInvalidValue;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return hipErrorInvalidValue;
-  // Checked again through our own descriptor: the exporter may have freed and reused it meanwhile.
-  struct stat status {};
-  void* at = MAP_FAILED;
-  if (link_reads("/proc/self/fd/" + std::to_string(fd), expected) && fstat(fd, &status) == 0 &&
-      static_cast<std::size_t>(status.st_size) == mapped) {
-    at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  }
-  ::close(fd);
+  void* const at = map_peer_memfd(fields.pid, fields.fd, memfd_name(fields.process_tag, fields.serial), mapped);
   if (at == MAP_FAILED) return hipErrorInvalidValue;
   *ptr = at;
   *size = fields.size;
