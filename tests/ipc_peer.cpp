@@ -35,8 +35,98 @@ hipError_t fill(void* base, std::uint64_t offset, std::uint64_t length, std::uin
   return hipMemcpy(static_cast<unsigned char*>(base) + offset, bytes.data(), length, hipMemcpyHostToDevice);
 }
 
+// The peer's side of the interprocess event tests: its events, a stream held at a gate (a word of
+// signal memory the stream waits for), and a word another stream writes once its wait is over.
+struct EventSide {
+  std::vector<hipEvent_t> events;
+  hipStream_t held = nullptr;
+  hipStream_t waiting = nullptr;
+  hipStream_t releaser = nullptr;
+  void* gate = nullptr;
+  void* word = nullptr;
+
+  hipError_t prepare() {
+    if (gate != nullptr) return hipSuccess;
+    for (hipStream_t* stream : {&held, &waiting, &releaser}) {
+      if (const hipError_t error = hipStreamCreateWithFlags(stream, hipStreamNonBlocking); error != hipSuccess) {
+        return error;
+      }
+    }
+    if (const hipError_t error = hipExtMallocWithFlags(&gate, sizeof(std::uint64_t), hipMallocSignalMemory);
+        error != hipSuccess) {
+      return error;
+    }
+    if (const hipError_t error = hipMalloc(&word, sizeof(std::uint32_t)); error != hipSuccess) return error;
+    return hipSuccess;
+  }
+
+  hipError_t record_held(hipEvent_t event) {
+    if (const hipError_t error = prepare(); error != hipSuccess) return error;
+    if (const hipError_t error = hipMemset(gate, 0, sizeof(std::uint64_t)); error != hipSuccess) return error;
+    if (const hipError_t error = hipStreamWaitValue32(held, gate, 1, hipStreamWaitValueGte, 0xFFFFFFFFU);
+        error != hipSuccess) {
+      return error;
+    }
+    return hipEventRecord(event, held);
+  }
+
+  hipError_t release() {
+    if (const hipError_t error = hipStreamWriteValue32(releaser, gate, 1, 0); error != hipSuccess) return error;
+    if (const hipError_t error = hipStreamSynchronize(releaser); error != hipSuccess) return error;
+    return hipStreamSynchronize(held);
+  }
+
+  hipError_t wait_then_write(hipEvent_t event) {
+    if (const hipError_t error = prepare(); error != hipSuccess) return error;
+    if (const hipError_t error = hipMemset(word, 0, sizeof(std::uint32_t)); error != hipSuccess) return error;
+    if (const hipError_t error = hipStreamWaitEvent(waiting, event, 0); error != hipSuccess) return error;
+    return hipStreamWriteValue32(waiting, word, 1, 0);
+  }
+
+  std::uint32_t read_word() const {
+    std::uint32_t value = 0;
+    return hipMemcpy(&value, word, sizeof value, hipMemcpyDeviceToHost) == hipSuccess ? value : 0xFFFFFFFFU;
+  }
+};
+
+hipError_t serve_event(EventSide& side, Request const& request, Reply& reply) {
+  if (request.op == Op::event_export || request.op == Op::event_open) {
+    hipEvent_t event = nullptr;
+    hipError_t result = hipSuccess;
+    if (request.op == Op::event_export) {
+      result = hipEventCreateWithFlags(&event, hipEventInterprocess | hipEventDisableTiming);
+      hipIpcEventHandle_t handle{};
+      if (result == hipSuccess) result = hipIpcGetEventHandle(&handle, event);
+      static_assert(sizeof handle == sizeof reply.handle);
+      std::memcpy(&reply.handle, &handle, sizeof handle);
+    } else {
+      hipIpcEventHandle_t handle{};
+      std::memcpy(&handle, &request.handle, sizeof handle);
+      result = hipIpcOpenEventHandle(&event, handle);
+    }
+    if (result == hipSuccess) {
+      reply.value = side.events.size();
+      side.events.push_back(event);
+    }
+    return result;
+  }
+  if (request.slot >= side.events.size()) return hipErrorInvalidValue;
+  hipEvent_t const event = side.events[request.slot];
+  switch (request.op) {
+    case Op::event_record_held: return side.record_held(event);
+    case Op::event_release: return side.release();
+    case Op::event_query: return hipEventQuery(event);
+    case Op::event_synchronize: return hipEventSynchronize(event);
+    case Op::event_wait_then_write: return side.wait_then_write(event);
+    case Op::event_word: reply.value = side.read_word(); return hipSuccess;
+    case Op::event_destroy: return hipEventDestroy(event);
+    default: return hipErrorInvalidValue;
+  }
+}
+
 int serve(int socket) {
   std::vector<Slot> slots;
+  EventSide event_side;
   std::vector<std::thread> scribblers;  // never joined: the test kills this process while they run
   for (;;) {
     Request request{};
@@ -133,6 +223,15 @@ int serve(int socket) {
           (void)hipStreamDestroy(stream);
           break;
         }
+        case Op::event_export:
+        case Op::event_open:
+        case Op::event_record_held:
+        case Op::event_release:
+        case Op::event_query:
+        case Op::event_synchronize:
+        case Op::event_wait_then_write:
+        case Op::event_word:
+        case Op::event_destroy: reply.status = serve_event(event_side, request, reply); break;
         case Op::exit:
           (void)ipc_test::write_all(socket, &reply, sizeof reply);
           // A normal end of a program (static destructors run) where nothing else runs; without them

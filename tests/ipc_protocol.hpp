@@ -15,22 +15,35 @@
 namespace ipc_test {
 
 enum class Op : std::uint32_t {
-  pid,          // reply.value = the peer's pid
-  open,         // hipIpcOpenMemHandle(handle, flags) -> reply.status, reply.value = slot
-  open_cpp,     // hipxx::IpcMapping::open(handle) -> reply.status, reply.value = slot
-  drop_cpp,     // destroys the IpcMapping in `slot` (its destructor closes); reply.value = the old pointer
-  close,        // hipIpcCloseMemHandle(slot's pointer), even if already closed
-  close_raw,    // hipIpcCloseMemHandle((void*)value)
-  free,         // hipFree(slot's pointer)
-  export_new,   // hipMalloc(length), fill with `seed`, hipIpcGetMemHandle -> reply.handle, reply.value = slot
-  fill,         // writes pattern `seed` over [offset, offset + length) of slot (hipMemcpy)
-  verify,       // reads it back (hipMemcpy); reply.value = bytes that differ from pattern `seed`
-  scribble,     // a thread rewrites [offset, offset + length) of slot forever; replies after one pass
-  exit,         // replies, then exits 0 (normally, with exit(), unless scribblers run)
+  pid,  // reply.value = the peer's pid
+  open,  // hipIpcOpenMemHandle(handle, flags) -> reply.status, reply.value = slot
+  open_cpp,  // hipxx::IpcMapping::open(handle) -> reply.status, reply.value = slot
+  drop_cpp,  // destroys the IpcMapping in `slot` (its destructor closes); reply.value = the old pointer
+  close,  // hipIpcCloseMemHandle(slot's pointer), even if already closed
+  close_raw,  // hipIpcCloseMemHandle((void*)value)
+  free,  // hipFree(slot's pointer)
+  export_new,  // hipMalloc(length), fill with `seed`, hipIpcGetMemHandle -> reply.handle, reply.value = slot
+  fill,  // writes pattern `seed` over [offset, offset + length) of slot (hipMemcpy)
+  verify,  // reads it back (hipMemcpy); reply.value = bytes that differ from pattern `seed`
+  scribble,  // a thread rewrites [offset, offset + length) of slot forever; replies after one pass
+  exit,  // replies, then exits 0 (normally, with exit(), unless scribblers run)
   // Queues a copy of pattern `seed` over [offset, offset + length) of slot on a stream that a
   // callback holds for a while, closes the slot's handle (hipIpcCloseMemHandle) while the copy waits,
   // then synchronizes the stream: reply.status = the close's result, reply.value = the synchronize's.
   close_behind_copy,
+  // Interprocess events. The event handle travels in `handle`'s 64 bytes; events have slots of
+  // their own (`slot` names one).
+  event_export,  // hipEventCreateWithFlags(interprocess), hipIpcGetEventHandle -> reply.handle, value = slot
+  event_open,  // hipIpcOpenEventHandle(handle) -> reply.status, reply.value = slot
+  event_record_held,  // records the event on a stream held at a gate until event_release -> the record's status
+  event_release,  // opens the gate (and waits for the held stream)
+  event_query,  // hipEventQuery -> reply.status
+  event_synchronize,  // hipEventSynchronize -> reply.status
+  // A stream waits for the event (hipStreamWaitEvent), then writes 1 to a word of device memory:
+  // reply.status = the wait's result. event_word reads the word back into reply.value.
+  event_wait_then_write,
+  event_word,
+  event_destroy,  // hipEventDestroy -> reply.status
 };
 
 struct Request {

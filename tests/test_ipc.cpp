@@ -9,6 +9,7 @@
 #include "stream_test_support.hpp"
 
 #include <hipxx/ipc.hpp>
+#include <hipxx/ipc_event.hpp>
 
 #include <doctest/doctest.h>
 
@@ -602,6 +603,223 @@ TEST_CASE("IpcMapping in this process: the exporter side of a peer's memory") {
   void* const raw = again.value().release();
   CHECK(hipIpcCloseMemHandle(raw) == hipSuccess);
   CHECK(peer.on_slot(Op::free, exported.value).status == hipSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interprocess events: hipIpcGetEventHandle in one process, hipIpcOpenEventHandle in the other, and
+// then records, queries, synchronizes and stream waits in either.
+
+namespace {
+
+Reply event_call(Peer& peer, Op op, std::uint64_t slot = 0, hipIpcEventHandle_t const* handle = nullptr) {
+  Request request{};
+  request.op = op;
+  request.slot = static_cast<std::uint32_t>(slot);
+  if (handle != nullptr) std::memcpy(&request.handle, handle, sizeof *handle);
+  return peer.call(request);
+}
+
+hipIpcEventHandle_t event_handle_of(Reply const& reply) {
+  hipIpcEventHandle_t handle{};
+  std::memcpy(&handle, &reply.handle, sizeof handle);
+  return handle;
+}
+
+hipEvent_t make_interprocess_event() {
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, hipEventInterprocess | hipEventDisableTiming) == hipSuccess);
+  return event;
+}
+
+}  // namespace
+
+TEST_CASE("an interprocess event recorded in one process is waited for in the other") {
+  stest::LeakCheck leaks;
+  Peer peer;
+
+  SUBCASE("exported and recorded here; the peer queries, synchronizes and has a stream wait") {
+    hipEvent_t const event = make_interprocess_event();
+    hipIpcEventHandle_t handle{};
+    REQUIRE(hipIpcGetEventHandle(&handle, event) == hipSuccess);
+    Reply const opened = event_call(peer, Op::event_open, 0, &handle);
+    REQUIRE(opened.status == hipSuccess);
+    CHECK(event_call(peer, Op::event_query, opened.value).status == hipSuccess);  // never recorded: complete
+    hipStream_t const held = stest::make_stream(hipStreamNonBlocking);
+    {
+      stest::Gate gate;
+      gate.block(held);
+      REQUIRE(hipEventRecord(event, held) == hipSuccess);
+      CHECK(hipEventQuery(event) == hipErrorNotReady);
+      CHECK(event_call(peer, Op::event_query, opened.value).status == hipErrorNotReady);
+      REQUIRE(event_call(peer, Op::event_wait_then_write, opened.value).status == hipSuccess);
+      std::this_thread::sleep_for(50ms);
+      CHECK(event_call(peer, Op::event_word).value == 0);  // the peer's stream still waits
+      gate.open();
+      CHECK(event_call(peer, Op::event_synchronize, opened.value).status == hipSuccess);
+      CHECK(stest::eventually([&] { return event_call(peer, Op::event_word).value == 1; }));
+      CHECK(event_call(peer, Op::event_query, opened.value).status == hipSuccess);
+      CHECK(hipEventQuery(event) == hipSuccess);
+    }
+    CHECK(event_call(peer, Op::event_destroy, opened.value).status == hipSuccess);
+    CHECK(hipStreamDestroy(held) == hipSuccess);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+
+  SUBCASE("exported by the peer and recorded there; a stream here waits for it") {
+    Reply const exported = event_call(peer, Op::event_export);
+    REQUIRE(exported.status == hipSuccess);
+    hipEvent_t event = nullptr;
+    REQUIRE(hipIpcOpenEventHandle(&event, event_handle_of(exported)) == hipSuccess);
+    REQUIRE(event_call(peer, Op::event_record_held, exported.value).status == hipSuccess);
+    CHECK(hipEventQuery(event) == hipErrorNotReady);
+    hipStream_t const waiting = stest::make_stream(hipStreamNonBlocking);
+    void* word = nullptr;
+    REQUIRE(hipMalloc(&word, sizeof(std::uint32_t)) == hipSuccess);
+    REQUIRE(hipMemset(word, 0, sizeof(std::uint32_t)) == hipSuccess);
+    REQUIRE(hipStreamWaitEvent(waiting, event, 0) == hipSuccess);
+    REQUIRE(hipStreamWriteValue32(waiting, word, 1, 0) == hipSuccess);
+    std::this_thread::sleep_for(50ms);
+    CHECK(hipStreamQuery(waiting) == hipErrorNotReady);
+    REQUIRE(event_call(peer, Op::event_release).status == hipSuccess);
+    CHECK(hipEventSynchronize(event) == hipSuccess);
+    CHECK(hipEventQuery(event) == hipSuccess);
+    CHECK(hipStreamSynchronize(waiting) == hipSuccess);
+    std::uint32_t written = 0;
+    REQUIRE(hipMemcpy(&written, word, sizeof written, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(written == 1);
+    CHECK(hipFree(word) == hipSuccess);
+    CHECK(hipStreamDestroy(waiting) == hipSuccess);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+
+  SUBCASE("recorded by the process that opened it: the exporter sees the record") {
+    hipEvent_t const event = make_interprocess_event();
+    hipIpcEventHandle_t handle{};
+    REQUIRE(hipIpcGetEventHandle(&handle, event) == hipSuccess);
+    Reply const opened = event_call(peer, Op::event_open, 0, &handle);
+    REQUIRE(opened.status == hipSuccess);
+    REQUIRE(event_call(peer, Op::event_record_held, opened.value).status == hipSuccess);
+    CHECK(hipEventQuery(event) == hipErrorNotReady);
+    REQUIRE(event_call(peer, Op::event_release).status == hipSuccess);
+    CHECK(hipEventSynchronize(event) == hipSuccess);
+    CHECK(hipEventQuery(event) == hipSuccess);
+    CHECK(event_call(peer, Op::event_destroy, opened.value).status == hipSuccess);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+}
+
+TEST_CASE("IpcEventHandle and open_ipc_event: the C++ side of interprocess events") {
+  stest::LeakCheck leaks;
+  Peer peer;
+  auto event = hipxx::Event::create(hipxx::EventFlags::interprocess | hipxx::EventFlags::disable_timing);
+  REQUIRE(event);
+  auto const handle = hipxx::IpcEventHandle::export_event(event.value());
+  REQUIRE(handle);
+  // Bytes out and back, as they would travel.
+  auto const bytes = handle.value().bytes();
+  auto const received = hipxx::IpcEventHandle::from_bytes(bytes);
+  CHECK(received == handle.value());
+  hipIpcEventHandle_t const native = received.native();
+  Reply const opened = event_call(peer, Op::event_open, 0, &native);
+  REQUIRE(opened.status == hipSuccess);
+  REQUIRE(event_call(peer, Op::event_record_held, opened.value).status == hipSuccess);
+  auto const pending = event.value().query();
+  REQUIRE(pending);
+  CHECK_FALSE(pending.value());
+  REQUIRE(event_call(peer, Op::event_release).status == hipSuccess);
+  CHECK(event.value().synchronize());
+  auto const done = event.value().query();
+  REQUIRE(done);
+  CHECK(done.value());
+  // This process's own handle, and an event that is not interprocess, are refused with HIP's codes.
+  auto const own = hipxx::open_ipc_event(received);
+  REQUIRE_FALSE(own);
+  CHECK(own.error() == hipErrorInvalidContext);
+  auto timed = hipxx::Event::create();
+  REQUIRE(timed);
+  auto const refused = hipxx::IpcEventHandle::export_event(timed.value());
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error() == hipErrorInvalidConfiguration);
+  // And the other way: the peer's event opened here is an Event like any other.
+  Reply const exported = event_call(peer, Op::event_export);
+  REQUIRE(exported.status == hipSuccess);
+  auto theirs = hipxx::open_ipc_event(hipxx::IpcEventHandle::from_native(event_handle_of(exported)));
+  REQUIRE(theirs);
+  CHECK(theirs.value().record());
+  CHECK(theirs.value().synchronize());
+  CHECK(event_call(peer, Op::event_query, exported.value).status == hipSuccess);
+  CHECK(event_call(peer, Op::event_destroy, opened.value).status == hipSuccess);
+  CHECK(event_call(peer, Op::event_destroy, exported.value).status == hipSuccess);
+}
+
+TEST_CASE("interprocess event handles: documented refusals, and nothing left behind by them") {
+  stest::LeakCheck leaks;
+  Peer peer;
+  std::size_t const fds_before = open_fd_count();
+  hipEvent_t const event = make_interprocess_event();
+  hipIpcEventHandle_t handle{};
+  CHECK(hipIpcGetEventHandle(nullptr, event) == hipErrorInvalidValue);
+  CHECK(hipIpcGetEventHandle(&handle, nullptr) == hipErrorInvalidValue);
+  hipEvent_t plain = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&plain, hipEventDisableTiming) == hipSuccess);
+  CHECK(hipIpcGetEventHandle(&handle, plain) == hipErrorInvalidConfiguration);  // not made interprocess
+  REQUIRE(hipEventDestroy(plain) == hipSuccess);
+  CHECK(hipIpcGetEventHandle(&handle, plain) == hipErrorInvalidValue);  // destroyed
+  REQUIRE(hipIpcGetEventHandle(&handle, event) == hipSuccess);
+
+  hipEvent_t opened = nullptr;
+  CHECK(hipIpcOpenEventHandle(nullptr, handle) == hipErrorInvalidValue);
+  CHECK(hipIpcOpenEventHandle(&opened, handle) == hipErrorInvalidContext);  // this process's own
+  CHECK(opened == nullptr);
+  hipIpcEventHandle_t damaged = handle;
+  damaged.reserved[20] = static_cast<char>(damaged.reserved[20] ^ 0x40);
+  CHECK(event_call(peer, Op::event_open, 0, &damaged).status == hipErrorInvalidValue);
+  hipIpcEventHandle_t garbage{};
+  std::mt19937_64 random{7};
+  for (char& byte : garbage.reserved) byte = static_cast<char>(random());
+  CHECK(event_call(peer, Op::event_open, 0, &garbage).status == hipErrorInvalidValue);
+  // A memory handle is no event handle, however alike their bytes.
+  void* memory = nullptr;
+  REQUIRE(hipMalloc(&memory, 4096) == hipSuccess);
+  hipIpcMemHandle_t memory_handle{};
+  REQUIRE(hipIpcGetMemHandle(&memory_handle, memory) == hipSuccess);
+  hipIpcEventHandle_t posing{};
+  std::memcpy(&posing, &memory_handle, sizeof posing);
+  CHECK(event_call(peer, Op::event_open, 0, &posing).status == hipErrorInvalidValue);
+
+  // What the peer opened behaves as an event with timing disabled that is not its to export.
+  Reply const in_peer = event_call(peer, Op::event_open, 0, &handle);
+  REQUIRE(in_peer.status == hipSuccess);
+  CHECK(event_call(peer, Op::event_destroy, in_peer.value).status == hipSuccess);
+
+  // Once the exporter destroyed the event, its handle names nothing.
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(event_call(peer, Op::event_open, 0, &handle).status == hipErrorInvalidValue);
+  CHECK(hipFree(memory) == hipSuccess);
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("an opened interprocess event cannot be exported again or timed") {
+  stest::LeakCheck leaks;
+  Peer peer;
+  Reply const exported = event_call(peer, Op::event_export);
+  REQUIRE(exported.status == hipSuccess);
+  hipEvent_t event = nullptr;
+  REQUIRE(hipIpcOpenEventHandle(&event, event_handle_of(exported)) == hipSuccess);
+  hipIpcEventHandle_t again{};
+  CHECK(hipIpcGetEventHandle(&again, event) == hipErrorInvalidConfiguration);
+  hipEvent_t timed = nullptr;
+  REQUIRE(hipEventCreate(&timed) == hipSuccess);
+  REQUIRE(hipEventRecord(timed, nullptr) == hipSuccess);
+  REQUIRE(hipEventRecord(event, nullptr) == hipSuccess);
+  REQUIRE(hipEventSynchronize(event) == hipSuccess);
+  REQUIRE(hipEventSynchronize(timed) == hipSuccess);
+  float milliseconds = -1.0F;
+  CHECK(hipEventElapsedTime(&milliseconds, timed, event) == hipErrorInvalidHandle);
+  CHECK(milliseconds == -1.0F);
+  CHECK(hipEventDestroy(timed) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(event_call(peer, Op::event_destroy, exported.value).status == hipSuccess);
 }
 
 // ---------------------------------------------------------------------------------------------

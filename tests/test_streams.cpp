@@ -2153,6 +2153,15 @@ TEST_CASE("work offered to a stream while it is destroyed, by a thread that wait
   SUBCASE("a wait for an event") {
     offer = [event](hipStream_t stream) { return hipStreamWaitEvent(stream, event, 0); };
   }
+  // Whether the event is complete afterwards, whichever way the record went: a refused record takes
+  // no number that nothing would ever reach.
+  hipEvent_t interprocess = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&interprocess, hipEventInterprocess | hipEventDisableTiming) == hipSuccess);
+  std::function<bool()> settled;
+  SUBCASE("an interprocess event's record") {
+    offer = [interprocess](hipStream_t stream) { return hipEventRecord(interprocess, stream); };
+    settled = [interprocess] { return hipEventQuery(interprocess) == hipSuccess; };
+  }
   SUBCASE("a managed memory attach") {
     offer = [managed](hipStream_t stream) { return hipStreamAttachMemAsync(stream, managed, 0, hipMemAttachGlobal); };
   }
@@ -2189,6 +2198,8 @@ TEST_CASE("work offered to a stream while it is destroyed, by a thread that wait
     CHECK(late == hipSuccess);
     if (ran) CHECK(ran());
   }
+  if (settled) CHECK(settled());
+  CHECK(hipEventDestroy(interprocess) == hipSuccess);
   CHECK(hipStreamDestroy(held) == hipSuccess);
   CHECK(hipEventDestroy(event) == hipSuccess);
   CHECK(hipFree(managed) == hipSuccess);

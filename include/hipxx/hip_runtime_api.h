@@ -963,6 +963,8 @@ HIPXX_API hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t* handle, void* devPtr)
 HIPXX_API hipError_t hipIpcOpenMemHandle(void** devPtr, hipIpcMemHandle_t handle,
                                          unsigned int flags);
 HIPXX_API hipError_t hipIpcCloseMemHandle(void* devPtr);
+HIPXX_API hipError_t hipIpcGetEventHandle(hipIpcEventHandle_t* handle, hipEvent_t event);
+HIPXX_API hipError_t hipIpcOpenEventHandle(hipEvent_t* event, hipIpcEventHandle_t handle);
 
 /* --- Stream-ordered allocation and memory pools -------------------------- */
 

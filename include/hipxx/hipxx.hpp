@@ -12,6 +12,7 @@
 #include <hipxx/fd_passing.hpp>
 #include <hipxx/growable_array.hpp>
 #include <hipxx/ipc.hpp>
+#include <hipxx/ipc_event.hpp>
 #include <hipxx/managed_buffer.hpp>
 #include <hipxx/mapping.hpp>
 #include <hipxx/mem_pool.hpp>

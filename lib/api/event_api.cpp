@@ -1,6 +1,8 @@
 // Events: record, wait, query and time.
 #include "api/guard.hpp"
+#include "backend/poll_until.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 
@@ -8,6 +10,7 @@ using hipxx::api::guarded;
 using hipxx::core::Event;
 using hipxx::core::EventMarker;
 using hipxx::core::Runtime;
+using hipxx::core::SharedEventState;
 using hipxx::core::Stream;
 
 namespace {
@@ -35,6 +38,21 @@ hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr
   return hipSuccess;
 }
 
+// An interprocess event's record takes its number only once the stream has accepted it, so that a
+// refused record leaves the event as it was; the stream's task, which may run at once, waits the
+// moment it takes for the number to be set.
+hipError_t record_shared(Runtime& runtime, const std::shared_ptr<SharedEventState>& shared, Stream& where) {
+  auto number = std::make_shared<std::atomic<std::uint64_t>>(0);
+  const std::optional<std::uint64_t> placed = runtime.streams().enqueue(where, [shared, number] {
+    hipxx::backend::poll_until([&] { return number->load(std::memory_order_acquire) != 0; });
+    shared->reach(number->load(std::memory_order_acquire));
+    return hipSuccess;
+  });
+  if (!placed) return hipErrorInvalidHandle;  // the stream was destroyed meanwhile
+  number->store(shared->take_record(), std::memory_order_release);
+  return hipSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -59,6 +77,7 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     const std::shared_ptr<Event> target = runtime.events().resolve(event);
     const std::shared_ptr<Stream> where = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target || !where) return hipErrorInvalidHandle;
+    if (target->shared()) return record_shared(runtime, target->shared(), *where);
     auto marker = std::make_shared<EventMarker>(where, where->traits().device);
     if (where->queue() != nullptr) return record_on_queue(runtime, *target, where, std::move(marker));
     // Nothing pending: the marker is reached the moment it is placed, with no trip through the queue.
@@ -112,6 +131,29 @@ hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
     const std::shared_ptr<Event> second = runtime.events().resolve(stop);
     if (!first || !second) return hipErrorInvalidHandle;
     return hipxx::core::elapsed_milliseconds(*first, *second, ms);
+  });
+}
+
+hipError_t hipIpcGetEventHandle(hipIpcEventHandle_t* handle, hipEvent_t event) {
+  return guarded([&](Runtime& runtime) {
+    if (handle == nullptr) return hipErrorInvalidValue;
+    const std::shared_ptr<Event> target = runtime.events().resolve(event);
+    if (!target) return hipErrorInvalidValue;
+    // Only an event made here with hipEventInterprocess (and so hipEventDisableTiming) is exported;
+    // one opened from another process's handle is that process's to hand out.
+    if ((target->flags() & hipEventInterprocess) == 0 || !target->shared()) return hipErrorInvalidConfiguration;
+    *handle = target->shared()->handle();
+    return hipSuccess;
+  });
+}
+
+hipError_t hipIpcOpenEventHandle(hipEvent_t* event, hipIpcEventHandle_t handle) {
+  return guarded([&](Runtime& runtime) {
+    if (event == nullptr) return hipErrorInvalidValue;
+    std::shared_ptr<SharedEventState> shared;
+    if (const hipError_t error = SharedEventState::open(handle, &shared); error != hipSuccess) return error;
+    // Behaves as an event made here with timing disabled.
+    return runtime.events().adopt(event, std::make_shared<Event>(hipEventDisableTiming, std::move(shared)));
   });
 }
 

@@ -279,6 +279,19 @@ hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int
     const std::shared_ptr<hipxx::core::Event> awaited = runtime.events().resolve(event);
     if (!target || !awaited) return hipErrorInvalidHandle;
     if (flags != 0) return hipErrorInvalidValue;
+    if (const std::shared_ptr<hipxx::core::SharedEventState>& shared = awaited->shared()) {
+      // The newest record of an interprocess event, which any process may have made: the stream's
+      // later work waits, on its host thread, until that record is reached.
+      const std::uint64_t record = shared->newest();
+      if (shared->reached(record)) return hipSuccess;
+      return runtime.streams().enqueue(*target,
+                                       [shared, record] {
+                                         shared->wait_for(record);
+                                         return hipSuccess;
+                                       })
+                 ? hipSuccess
+                 : hipErrorInvalidHandle;
+    }
     const std::shared_ptr<hipxx::core::EventMarker> marker = awaited->marker();
     if (!marker) return hipSuccess;  // an event never recorded is already complete
     const std::shared_ptr<Stream> recorded_on = marker->owner();

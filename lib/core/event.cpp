@@ -1,6 +1,139 @@
 #include "core/event.hpp"
 
+#include "backend/named_memfd.hpp"
+#include "backend/poll_until.hpp"
+#include "core/rollback.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
 namespace hipxx::core {
+namespace {
+
+constexpr std::array<char, 8> kEventMagic{'h', 'i', 'p', 'x', 'x', 'E', 'V', 'T'};
+constexpr std::uint32_t kEventHandleVersion = 1;
+// One page holds an event's records: what the creator sizes its memfd to, and what an importer
+// finds, or refuses the file.
+constexpr std::size_t kRecordsBytes = 4096;
+
+// Field layout inside the 64 handle bytes.
+struct EventHandleFields {
+  std::array<char, 8> magic;
+  std::uint32_t version;
+  std::int32_t pid;
+  std::uint64_t process_tag;
+  std::uint64_t serial;
+  std::int32_t fd;
+  std::uint32_t reserved;
+  std::uint64_t checksum;
+  std::array<std::uint8_t, 16> unused;
+};
+static_assert(sizeof(EventHandleFields) == sizeof(hipIpcEventHandle_t));
+
+std::uint64_t checksum_of(const EventHandleFields& fields) {
+  return backend::fnv1a(&fields, offsetof(EventHandleFields, checksum));  // everything before the checksum
+}
+
+// The unused tail lies outside the checksum, so it is checked apart.
+bool well_formed(const EventHandleFields& fields) {
+  return fields.magic == kEventMagic && fields.version == kEventHandleVersion &&
+         fields.checksum == checksum_of(fields) && fields.pid > 0 && fields.fd >= 0 && fields.reserved == 0 &&
+         fields.unused == std::array<std::uint8_t, 16>{};
+}
+
+// Drawn once per process: with the serial, it tells this process's events from those of an
+// earlier process that had the same pid.
+std::uint64_t event_process_tag() {
+  static const std::uint64_t tag = backend::draw_process_tag();
+  return tag;
+}
+
+std::string event_memfd_name(std::uint64_t process_tag, std::uint64_t serial) {
+  return "hipxx-event-" + backend::hex16(process_tag) + "-" + backend::hex16(serial);
+}
+
+std::atomic<std::uint64_t> next_event_serial{1};
+
+}  // namespace
+
+SharedEventState::~SharedEventState() {
+  (void)munmap(records_, kRecordsBytes);
+  if (fd_ >= 0) (void)::close(fd_);
+}
+
+hipError_t SharedEventState::create(std::shared_ptr<SharedEventState>* out) {
+  const std::uint64_t serial = next_event_serial.fetch_add(1, std::memory_order_relaxed);
+  const int fd = memfd_create(event_memfd_name(event_process_tag(), serial).c_str(), MFD_CLOEXEC);
+  if (fd < 0) return hipErrorOutOfMemory;  // out of descriptors or memory
+  void* at = MAP_FAILED;
+  if (ftruncate(fd, kRecordsBytes) == 0) at = mmap(nullptr, kRecordsBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED) {
+    (void)::close(fd);
+    return hipErrorOutOfMemory;
+  }
+  // A new memfd reads as zeros: no record taken, none reached.
+  Rollback release{[&] {
+    (void)munmap(at, kRecordsBytes);
+    (void)::close(fd);
+  }};
+  *out = std::make_shared<SharedEventState>(Made{}, static_cast<Records*>(at), fd, serial);
+  release.keep();
+  return hipSuccess;
+}
+
+hipError_t SharedEventState::open(const hipIpcEventHandle_t& handle, std::shared_ptr<SharedEventState>* out) {
+  EventHandleFields fields{};
+  std::memcpy(&fields, &handle, sizeof fields);
+  if (!well_formed(fields)) return hipErrorInvalidValue;
+  if (fields.pid == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
+  void* const at = backend::map_peer_memfd(fields.pid, fields.fd, event_memfd_name(fields.process_tag, fields.serial),
+                                           kRecordsBytes);
+  if (at == MAP_FAILED) return hipErrorInvalidValue;
+  Rollback unmap{[&] { (void)munmap(at, kRecordsBytes); }};
+  *out = std::make_shared<SharedEventState>(Made{}, static_cast<Records*>(at), -1, fields.serial);
+  unmap.keep();
+  return hipSuccess;
+}
+
+hipIpcEventHandle_t SharedEventState::handle() const noexcept {
+  EventHandleFields fields{};
+  fields.magic = kEventMagic;
+  fields.version = kEventHandleVersion;
+  fields.pid = static_cast<std::int32_t>(getpid());
+  fields.process_tag = event_process_tag();
+  fields.serial = serial_;
+  fields.fd = fd_;
+  fields.checksum = checksum_of(fields);
+  hipIpcEventHandle_t handle{};
+  std::memcpy(&handle, &fields, sizeof handle);
+  return handle;
+}
+
+std::uint64_t SharedEventState::take_record() noexcept {
+  return records_->taken.fetch_add(1, std::memory_order_acq_rel) + 1;
+}
+
+void SharedEventState::reach(std::uint64_t record) noexcept {
+  std::uint64_t now = records_->reached.load(std::memory_order_relaxed);
+  while (now < record && !records_->reached.compare_exchange_weak(now, record, std::memory_order_release)) {
+  }
+}
+
+std::uint64_t SharedEventState::newest() const noexcept { return records_->taken.load(std::memory_order_acquire); }
+
+bool SharedEventState::reached(std::uint64_t record) const noexcept {
+  return records_->reached.load(std::memory_order_acquire) >= record;
+}
+
+void SharedEventState::wait_for(std::uint64_t record) const {
+  backend::poll_until([&] { return reached(record); });
+}
 
 void Event::set_marker(std::shared_ptr<EventMarker> marker) {
   std::lock_guard lock{mutex_};
@@ -13,12 +146,17 @@ std::shared_ptr<EventMarker> Event::marker() const {
 }
 
 hipError_t Event::query() const {
+  if (shared_) return shared_->reached(shared_->newest()) ? hipSuccess : hipErrorNotReady;
   const std::shared_ptr<EventMarker> current = marker();
   if (!current) return hipSuccess;  // never recorded: nothing to wait for
   return current->reached() ? current->failure() : hipErrorNotReady;
 }
 
 hipError_t Event::synchronize() const {
+  if (shared_) {
+    shared_->wait_for(shared_->newest());
+    return hipSuccess;
+  }
   const std::shared_ptr<EventMarker> current = marker();
   if (!current) return hipSuccess;
   current->wait();
@@ -26,10 +164,17 @@ hipError_t Event::synchronize() const {
 }
 
 hipError_t EventRegistry::create(hipEvent_t* event, unsigned flags) {
-  auto created = std::make_shared<Event>(flags);
+  std::shared_ptr<SharedEventState> shared;
+  if ((flags & hipEventInterprocess) != 0) {
+    if (const hipError_t error = SharedEventState::create(&shared); error != hipSuccess) return error;
+  }
+  return adopt(event, std::make_shared<Event>(flags, std::move(shared)));
+}
+
+hipError_t EventRegistry::adopt(hipEvent_t* event, std::shared_ptr<Event> opened) {
   std::lock_guard lock{mutex_};
   const std::uintptr_t id = numbers_.take();
-  events_.emplace(id, std::move(created));
+  events_.emplace(id, std::move(opened));
   *event = reinterpret_cast<hipEvent_t>(id);
   return hipSuccess;
 }

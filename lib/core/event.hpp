@@ -1,9 +1,12 @@
 // Events: a marker placed in a stream. Each record starts a new marker, so queries and waits see
-// the latest record only, as HIP specifies.
+// the latest record only, as HIP specifies. An interprocess event keeps its records where every
+// process that holds it sees them instead (SharedEventState).
 #pragma once
 
 #include "core/handle_numbers.hpp"
 #include "core/stream.hpp"
+
+#include <hipxx/hip_runtime_api.h>
 
 #include <atomic>
 #include <chrono>
@@ -50,11 +53,60 @@ struct EventMarker {
   std::shared_ptr<backend::Timestamp> timestamp;
 };
 
+// The records of an interprocess event, in one page of a memfd that each process holding the event
+// maps. A record, in any process, takes the next number when it is made and raises `reached` to its
+// number once its stream gets there; like a local event, the event stands for its newest record, so
+// it is complete once `reached` has come up to the newest number taken. The creating process keeps
+// the memfd's descriptor, which a handle names for other processes to open (backend/named_memfd.hpp);
+// the page stays mapped while any record of this process is still to be reached.
+class SharedEventState {
+  struct Records;
+  struct Made {  // only create() and open() make one
+    explicit Made() = default;
+  };
+
+ public:
+  SharedEventState(Made /*made*/, Records* records, int fd, std::uint64_t serial) noexcept
+      : records_(records), fd_(fd), serial_(serial) {}
+  SharedEventState(const SharedEventState&) = delete;
+  SharedEventState& operator=(const SharedEventState&) = delete;
+  SharedEventState(SharedEventState&&) = delete;
+  SharedEventState& operator=(SharedEventState&&) = delete;
+  ~SharedEventState();
+
+  // A new event's records, made in this process (hipEventInterprocess).
+  [[nodiscard]] static hipError_t create(std::shared_ptr<SharedEventState>* out);
+  // The records a handle from another process names: hipErrorInvalidContext for this process's own
+  // handle, hipErrorInvalidValue for bytes that name no live event.
+  [[nodiscard]] static hipError_t open(const hipIpcEventHandle_t& handle, std::shared_ptr<SharedEventState>* out);
+  [[nodiscard]] hipIpcEventHandle_t handle() const noexcept;
+
+  [[nodiscard]] std::uint64_t take_record() noexcept;
+  void reach(std::uint64_t record) noexcept;
+  [[nodiscard]] std::uint64_t newest() const noexcept;
+  [[nodiscard]] bool reached(std::uint64_t record) const noexcept;
+  void wait_for(std::uint64_t record) const;
+
+ private:
+  struct Records {
+    std::atomic<std::uint64_t> taken;
+    std::atomic<std::uint64_t> reached;
+  };
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared between processes");
+
+  Records* records_;
+  int fd_;  // the creator's descriptor of the memfd; -1 in a process that opened a handle
+  std::uint64_t serial_;
+};
+
 class Event {
  public:
-  explicit Event(unsigned flags) : flags_(flags) {}
+  explicit Event(unsigned flags, std::shared_ptr<SharedEventState> shared = nullptr)
+      : flags_(flags), shared_(std::move(shared)) {}
   [[nodiscard]] unsigned flags() const noexcept { return flags_; }
   [[nodiscard]] bool timing() const noexcept { return (flags_ & hipEventDisableTiming) == 0; }
+  // Set for an interprocess event, made here or opened from another process's handle.
+  [[nodiscard]] const std::shared_ptr<SharedEventState>& shared() const noexcept { return shared_; }
 
   void set_marker(std::shared_ptr<EventMarker> marker);
   [[nodiscard]] std::shared_ptr<EventMarker> marker() const;
@@ -76,6 +128,7 @@ class Event {
 
  private:
   unsigned flags_;
+  std::shared_ptr<SharedEventState> shared_;
   mutable std::mutex mutex_;
   std::shared_ptr<EventMarker> marker_;
   std::shared_ptr<backend::Timestamp> timestamp_;
@@ -85,6 +138,8 @@ class Event {
 class EventRegistry {
  public:
   [[nodiscard]] hipError_t create(hipEvent_t* event, unsigned flags);
+  // Names an event opened from another process's handle.
+  [[nodiscard]] hipError_t adopt(hipEvent_t* event, std::shared_ptr<Event> opened);
   [[nodiscard]] hipError_t destroy(hipEvent_t event);
   [[nodiscard]] std::shared_ptr<Event> resolve(hipEvent_t event) const;
   [[nodiscard]] std::size_t live_events() const;

@@ -1,8 +1,8 @@
 /* C99 conformance test of managed memory and legacy IPC through <hip/hip_runtime_api.h>:
  * hipMallocManaged and host access, advice read back through range attributes, stream-ordered
- * prefetches, hipStreamAttachMemAsync, and hipIpcGetMemHandle/OpenMemHandle/CloseMemHandle across
- * a fork()ed child. One line per check, then "N passed, M failed"; exits nonzero on any failure.
- * Built with -std=c99 -pedantic.
+ * prefetches, hipStreamAttachMemAsync, hipIpcGetMemHandle/OpenMemHandle/CloseMemHandle across
+ * a fork()ed child, and interprocess event handles within this process. One line per check, then "N passed, M failed";
+ * exits nonzero on any failure. Built with -std=c99 -pedantic.
  *
  * Left out on purpose, because the library and the documentation disagree on them: attaching
  * system-allocated (malloc) memory with hipStreamAttachMemAsync, which the docs allow and the
@@ -378,6 +378,31 @@ static void test_ipc(pid_t child, int to_child) {
   CHECK(hipIpcGetMemHandle(&handle, device) != hipSuccess); /* freed */
 }
 
+/* Interprocess events from C, within this process: what a handle is exported from, and the
+ * documented codes of the refusals (test_ipc.cpp opens them in another process). */
+static void test_ipc_event(void) {
+  hipEvent_t interprocess = NULL;
+  hipEvent_t plain = NULL;
+  hipEvent_t opened = NULL;
+  hipIpcEventHandle_t handle;
+
+  memset(&handle, 0, sizeof handle);
+  CHECK(hipEventCreateWithFlags(&interprocess, hipEventInterprocess) != hipSuccess); /* timing must be off */
+  CHECK_RESULT(hipEventCreateWithFlags(&interprocess, hipEventInterprocess | hipEventDisableTiming), hipSuccess);
+  CHECK_RESULT(hipEventCreateWithFlags(&plain, hipEventDisableTiming), hipSuccess);
+  CHECK_RESULT(hipIpcGetEventHandle(&handle, plain), hipErrorInvalidConfiguration);
+  CHECK_RESULT(hipIpcGetEventHandle(NULL, interprocess), hipErrorInvalidValue);
+  CHECK_RESULT(hipIpcGetEventHandle(&handle, interprocess), hipSuccess);
+  CHECK_RESULT(hipIpcOpenEventHandle(NULL, handle), hipErrorInvalidValue);
+  CHECK_RESULT(hipIpcOpenEventHandle(&opened, handle), hipErrorInvalidContext);
+  CHECK(opened == NULL);
+  CHECK_RESULT(hipEventRecord(interprocess, NULL), hipSuccess);
+  CHECK_RESULT(hipEventSynchronize(interprocess), hipSuccess);
+  CHECK_RESULT(hipEventQuery(interprocess), hipSuccess);
+  CHECK_RESULT(hipEventDestroy(plain), hipSuccess);
+  CHECK_RESULT(hipEventDestroy(interprocess), hipSuccess);
+}
+
 int main(void) {
   int to_child[2] = {-1, -1};
   pid_t child = -1;
@@ -400,6 +425,7 @@ int main(void) {
   CHECK(sizeof(hipIpcMemHandle_t) == 64);
   CHECK(sizeof(((hipIpcMemHandle_t*)0)->reserved) == HIP_IPC_HANDLE_SIZE);
   CHECK(sizeof(((hipIpcMemHandle_t*)0)->reserved[0]) == 1);
+  CHECK(sizeof(hipIpcEventHandle_t) == 64);
   CHECK(sizeof(hipMemoryAdvise) == sizeof(int) && sizeof(hipMemRangeAttribute) == sizeof(int));
   CHECK(hipMemAttachGlobal == 1 && hipMemAttachHost == 2 && hipMemAttachSingle == 4);
   CHECK(hipCpuDeviceId == -1 && hipInvalidDeviceId == -2);
@@ -412,6 +438,7 @@ int main(void) {
   test_advice(count);
   test_prefetch_and_attach(count);
   test_ipc(child, to_child[1]);
+  test_ipc_event();
 
   return checks_summary();
 }
