@@ -48,6 +48,8 @@ CHECK_SIG(hipStreamAttachMemAsync, hipError_t, (hipStream_t stream, void* dev_pt
 CHECK_SIG(hipIpcGetMemHandle, hipError_t, (hipIpcMemHandle_t* handle, void* devPtr));
 CHECK_SIG(hipIpcOpenMemHandle, hipError_t, (void** devPtr, hipIpcMemHandle_t handle, unsigned int flags));
 CHECK_SIG(hipIpcCloseMemHandle, hipError_t, (void* devPtr));
+CHECK_SIG(hipIpcGetEventHandle, hipError_t, (hipIpcEventHandle_t* handle, hipEvent_t event));
+CHECK_SIG(hipIpcOpenEventHandle, hipError_t, (hipEvent_t* event, hipIpcEventHandle_t handle));
 CHECK_SIG(hipStreamCreate, hipError_t, (hipStream_t* stream));
 CHECK_SIG(hipStreamCreateWithFlags, hipError_t, (hipStream_t* stream, unsigned int flags));
 CHECK_SIG(hipStreamCreateWithPriority, hipError_t, (hipStream_t* stream, unsigned int flags, int priority));
