@@ -767,6 +767,19 @@ TEST_CASE("hipFree of managed memory with prefetches still queued waits for them
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
+namespace {
+// Four pages of managed memory, and a stream of device 1 that `gate` holds; device 0 is current again.
+std::pair<void*, hipStream_t> managed_and_held_stream_of_device_1(stest::Gate& gate) {
+  void* pointer = nullptr;
+  REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t const stream = stest::make_stream();
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  gate.block(stream);
+  return {pointer, stream};
+}
+}  // namespace
+
 TEST_CASE("a prefetch queued before hipFree does not reach the next allocation at that address" *
           doctest::test_suite("host-only")) {
   // hipFree waits for the memory's own device. A prefetch queued on another device's stream may
@@ -776,13 +789,8 @@ TEST_CASE("a prefetch queued before hipFree does not reach the next allocation a
   // device's context unusable for the rest of the process (two H200s, 2026-11-24), so there the
   // case is the application's error, as CUDA defines it.
   stest::LeakCheck leaks;
-  void* pointer = nullptr;
-  REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
-  REQUIRE(hipSetDevice(1) == hipSuccess);
-  hipStream_t const other_device = stest::make_stream();
-  REQUIRE(hipSetDevice(0) == hipSuccess);
   stest::Gate gate;
-  gate.block(other_device);
+  auto const [pointer, other_device] = managed_and_held_stream_of_device_1(gate);
   REQUIRE(hipMemPrefetchAsync(pointer, 4 * kPage, 1, other_device) == hipSuccess);
   REQUIRE(hipStreamAttachMemAsync(other_device, pointer, 0, hipMemAttachHost) == hipSuccess);
   CHECK(hipFree(pointer) == hipSuccess);
@@ -807,13 +815,8 @@ TEST_CASE("a prefetch to the host queued before hipFree moves nothing once its m
   // given to whatever is mapped there next.
   stest::LeakCheck leaks;
   const bool device_queues = std::string{hipxxGetStreamEngine()}.starts_with("device queues");
-  void* pointer = nullptr;
-  REQUIRE(hipMallocManaged(&pointer, 4 * kPage, hipMemAttachGlobal) == hipSuccess);
-  REQUIRE(hipSetDevice(1) == hipSuccess);
-  hipStream_t const other_device = stest::make_stream();
-  REQUIRE(hipSetDevice(0) == hipSuccess);
   stest::Gate gate;
-  gate.block(other_device);
+  auto const [pointer, other_device] = managed_and_held_stream_of_device_1(gate);
   REQUIRE(hipMemPrefetchAsync(pointer, 4 * kPage, hipCpuDeviceId, other_device) == hipSuccess);
   CHECK(hipFree(pointer) == hipSuccess);
   gate.open();
