@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -750,6 +751,136 @@ TEST_CASE("IpcEventHandle and open_ipc_event: the C++ side of interprocess event
   CHECK(event_call(peer, Op::event_query, exported.value).status == hipSuccess);
   CHECK(event_call(peer, Op::event_destroy, opened.value).status == hipSuccess);
   CHECK(event_call(peer, Op::event_destroy, exported.value).status == hipSuccess);
+}
+
+namespace {
+// A stream waits for `event`, recorded on a held stream, then writes a word; meanwhile the event is
+// recorded again on an idle stream, whose record is reached first. The wait is for the record that
+// was newest when it was queued, so the word stays unwritten until the held stream goes on.
+void wait_outlasts_a_later_record(unsigned flags) {
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, flags) == hipSuccess);
+  hipStream_t const held = stest::make_stream(hipStreamNonBlocking);
+  hipStream_t const idle = stest::make_stream(hipStreamNonBlocking);
+  hipStream_t const waiting = stest::make_stream(hipStreamNonBlocking);
+  void* word = nullptr;
+  REQUIRE(hipMalloc(&word, sizeof(std::uint32_t)) == hipSuccess);
+  REQUIRE(hipMemset(word, 0, sizeof(std::uint32_t)) == hipSuccess);
+  std::uint32_t written = 7;
+  {
+    stest::Gate gate;
+    gate.block(held);
+    REQUIRE(hipEventRecord(event, held) == hipSuccess);
+    REQUIRE(hipStreamWaitEvent(waiting, event, 0) == hipSuccess);
+    REQUIRE(hipStreamWriteValue32(waiting, word, 1, 0) == hipSuccess);
+    REQUIRE(hipEventRecord(event, idle) == hipSuccess);
+    REQUIRE(hipStreamSynchronize(idle) == hipSuccess);
+    CHECK(hipEventQuery(event) == hipSuccess);  // the event is its newest record, which is reached
+    std::this_thread::sleep_for(50ms);
+    CHECK(hipStreamQuery(waiting) == hipErrorNotReady);
+    REQUIRE(hipMemcpy(&written, word, sizeof written, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(written == 0);
+    gate.open();
+    REQUIRE(hipStreamSynchronize(waiting) == hipSuccess);
+    REQUIRE(hipMemcpy(&written, word, sizeof written, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(written == 1);
+  }
+  CHECK(hipFree(word) == hipSuccess);
+  for (hipStream_t const stream : {held, idle, waiting}) CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+}
+
+// The 64 handle bytes with another pid and the seal made again over them: a forged handle that
+// passes every check of the bytes. Both handle kinds keep the pid at offset 12 and seal the bytes
+// before `checksum_at` with FNV-1a.
+template <class Handle>
+Handle with_pid(Handle handle, std::int32_t pid, std::size_t checksum_at) {
+  auto* const bytes = reinterpret_cast<unsigned char*>(&handle);
+  std::memcpy(bytes + 12, &pid, sizeof pid);
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::size_t index = 0; index < checksum_at; ++index) hash = (hash ^ bytes[index]) * 0x100000001b3ULL;
+  std::memcpy(bytes + checksum_at, &hash, sizeof hash);
+  return handle;
+}
+
+pid_t thread_id() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+}  // namespace
+
+TEST_CASE("a stream wait is for the record newest when it was queued, not a later one reached first") {
+  stest::LeakCheck leaks;
+  SUBCASE("an event of this process") { wait_outlasts_a_later_record(hipEventDisableTiming); }
+  SUBCASE("an interprocess event") { wait_outlasts_a_later_record(hipEventInterprocess | hipEventDisableTiming); }
+}
+
+TEST_CASE("a record whose process is gone holds an interprocess event up no longer") {
+  stest::LeakCheck leaks;
+  hipEvent_t const event = make_interprocess_event();
+  hipIpcEventHandle_t handle{};
+  REQUIRE(hipIpcGetEventHandle(&handle, event) == hipSuccess);
+  {
+    Peer peer;
+    Reply const opened = event_call(peer, Op::event_open, 0, &handle);
+    REQUIRE(opened.status == hipSuccess);
+    REQUIRE(event_call(peer, Op::event_record_held, opened.value).status == hipSuccess);
+    CHECK(hipEventQuery(event) == hipErrorNotReady);
+    // Killed and not yet reaped: a zombie, which will never reach the record either.
+    REQUIRE(::kill(peer.pid(), SIGKILL) == 0);
+    CHECK(stest::eventually([&] { return hipEventQuery(event) == hipSuccess; }));
+    CHECK(hipEventSynchronize(event) == hipSuccess);
+    peer.kill();  // reaps it
+  }
+  // Later records are made and reached as before.
+  REQUIRE(hipEventRecord(event, nullptr) == hipSuccess);
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+}
+
+TEST_CASE("a thread's id names its process: an own handle so named is hipErrorInvalidContext") {
+  stest::LeakCheck leaks;
+  std::size_t const fds_before = open_fd_count();
+  hipEvent_t const event = make_interprocess_event();
+  hipIpcEventHandle_t event_handle{};
+  REQUIRE(hipIpcGetEventHandle(&event_handle, event) == hipSuccess);
+  void* memory = nullptr;
+  REQUIRE(hipMalloc(&memory, 4096) == hipSuccess);
+  hipIpcMemHandle_t memory_handle{};
+  REQUIRE(hipIpcGetMemHandle(&memory_handle, memory) == hipSuccess);
+  std::atomic<pid_t> other{0};
+  std::atomic<bool> done{false};
+  std::thread thread([&] {
+    other = thread_id();
+    while (!done) std::this_thread::sleep_for(1ms);
+  });
+  while (other == 0) std::this_thread::yield();
+  hipEvent_t opened = nullptr;
+  CHECK(hipIpcOpenEventHandle(&opened, with_pid(event_handle, other, 40)) == hipErrorInvalidContext);
+  CHECK(opened == nullptr);
+  void* mapped = nullptr;
+  hipError_t const memory_result = hipIpcOpenMemHandle(&mapped, with_pid(memory_handle, other, 48), 0);
+  // The host backend's handles carry the pid (other backends' are the driver's own bytes).
+  if (std::string{hipxxGetBackendName()} == "host") CHECK(memory_result == hipErrorInvalidContext);
+  CHECK(mapped == nullptr);
+  done = true;
+  thread.join();
+  CHECK(hipFree(memory) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("a forked child's record of an inherited interprocess event, left unreached, ends with the child" *
+          doctest::test_suite("host-only") * doctest::test_suite("fork-child")) {
+  stest::LeakCheck leaks;
+  hipEvent_t const event = make_interprocess_event();
+  REQUIRE(hipEventRecord(event, nullptr) == hipSuccess);
+  REQUIRE(hipEventSynchronize(event) == hipSuccess);
+  std::fflush(nullptr);
+  pid_t const child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(hipEventRecord(event, nullptr) == hipSuccess ? 0 : 1);  // no stream thread runs it here
+  CHECK(wait_exit_code(child) == 0);
+  CHECK(stest::eventually([&] { return hipEventQuery(event) == hipSuccess; }));
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
 }
 
 TEST_CASE("interprocess event handles: documented refusals, and nothing left behind by them") {

@@ -58,6 +58,14 @@ inline bool link_reads(const std::string& path, const std::string& expected) {
          std::memcmp(target.data(), expected.data(), expected.size()) == 0;
 }
 
+// Whether `pid` names this process: its own pid, or that of one of its threads, which /proc serves
+// the same descriptors under.
+inline bool names_this_process(int pid) {
+  if (pid == getpid()) return true;
+  const std::string task = "/proc/self/task/" + std::to_string(pid);
+  return ::access(task.c_str(), F_OK) == 0;
+}
+
 // Maps, read-write and shared, all `bytes` of the memfd named `name` that process `pid` holds as
 // descriptor `fd`; MAP_FAILED where the descriptor names anything else, or a file of another size.
 inline void* map_peer_memfd(int pid, int fd, const std::string& name, std::size_t bytes) {

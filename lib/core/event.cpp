@@ -4,12 +4,15 @@
 #include "backend/poll_until.hpp"
 #include "core/rollback.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -18,9 +21,9 @@ namespace {
 
 constexpr std::array<char, 8> kEventMagic{'h', 'i', 'p', 'x', 'x', 'E', 'V', 'T'};
 constexpr std::uint32_t kEventHandleVersion = 1;
-// One page holds an event's records: what the creator sizes its memfd to, and what an importer
+// Whole pages holding an event's records: what the creator sizes its memfd to, and what an importer
 // finds, or refuses the file.
-constexpr std::size_t kRecordsBytes = 4096;
+constexpr std::size_t kRecordsBytes = 32 * 1024;
 
 // Field layout inside the 64 handle bytes.
 struct EventHandleFields {
@@ -60,6 +63,23 @@ std::string event_memfd_name(std::uint64_t process_tag, std::uint64_t serial) {
 
 std::atomic<std::uint64_t> next_event_serial{1};
 
+// A process that took a record and will never reach it: gone, or a zombie its parent has yet to reap.
+bool process_gone(std::int64_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::array<char, 64> path{};
+  (void)std::snprintf(path.data(), path.size(), "/proc/%lld/stat", static_cast<long long>(pid));
+  std::array<char, 512> stat{};
+  const int fd = ::open(path.data(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t length = ::read(fd, stat.data(), stat.size() - 1);
+  (void)::close(fd);
+  if (length <= 0) return false;
+  // "pid (name) S ...": the state follows the last ')', as the name may hold one.
+  const char* const name_end = std::strrchr(stat.data(), ')');
+  return name_end != nullptr && (name_end[2] == 'Z' || name_end[2] == 'X');
+}
+
 }  // namespace
 
 SharedEventState::~SharedEventState() {
@@ -68,6 +88,7 @@ SharedEventState::~SharedEventState() {
 }
 
 hipError_t SharedEventState::create(std::shared_ptr<SharedEventState>* out) {
+  static_assert(sizeof(Records) <= kRecordsBytes);
   const std::uint64_t serial = next_event_serial.fetch_add(1, std::memory_order_relaxed);
   const int fd = memfd_create(event_memfd_name(event_process_tag(), serial).c_str(), MFD_CLOEXEC);
   if (fd < 0) return hipErrorOutOfMemory;  // out of descriptors or memory
@@ -91,7 +112,7 @@ hipError_t SharedEventState::open(const hipIpcEventHandle_t& handle, std::shared
   EventHandleFields fields{};
   std::memcpy(&fields, &handle, sizeof fields);
   if (!well_formed(fields)) return hipErrorInvalidValue;
-  if (fields.pid == static_cast<std::int32_t>(getpid())) return hipErrorInvalidContext;
+  if (backend::names_this_process(fields.pid)) return hipErrorInvalidContext;
   void* const at = backend::map_peer_memfd(fields.pid, fields.fd, event_memfd_name(fields.process_tag, fields.serial),
                                            kRecordsBytes);
   if (at == MAP_FAILED) return hipErrorInvalidValue;
@@ -115,24 +136,63 @@ hipIpcEventHandle_t SharedEventState::handle() const noexcept {
   return handle;
 }
 
-std::uint64_t SharedEventState::take_record() noexcept {
-  return records_->taken.fetch_add(1, std::memory_order_acq_rel) + 1;
+std::uint64_t SharedEventState::take_record() {
+  const std::uint64_t record = records_->taken.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // The slot's last record must be settled before this one takes it over.
+  if (record > kSlots) {
+    backend::poll_until([&] {
+      settle();
+      return records_->settled.load(std::memory_order_acquire) >= record - kSlots;
+    });
+  }
+  Slot& slot = slot_of(record);
+  slot.process.store(getpid(), std::memory_order_relaxed);
+  slot.owner.store(record, std::memory_order_release);
+  return record;
 }
 
 void SharedEventState::reach(std::uint64_t record) noexcept {
-  std::uint64_t now = records_->reached.load(std::memory_order_relaxed);
-  while (now < record && !records_->reached.compare_exchange_weak(now, record, std::memory_order_release)) {
-  }
+  slot_of(record).done.store(record, std::memory_order_release);
+  settle();
 }
 
 std::uint64_t SharedEventState::newest() const noexcept { return records_->taken.load(std::memory_order_acquire); }
 
-bool SharedEventState::reached(std::uint64_t record) const noexcept {
-  return records_->reached.load(std::memory_order_acquire) >= record;
+bool SharedEventState::reached_here(std::uint64_t record) const noexcept {
+  return record <= records_->settled.load(std::memory_order_acquire) ||
+         slot_of(record).done.load(std::memory_order_acquire) == record;
+}
+
+bool SharedEventState::reached(std::uint64_t record) const {
+  if (reached_here(record)) return true;
+  settle();  // records of processes that are gone count from here on
+  return reached_here(record);
+}
+
+void SharedEventState::settle() const {
+  std::uint64_t settled = records_->settled.load(std::memory_order_acquire);
+  while (settled < records_->taken.load(std::memory_order_acquire)) {
+    const std::uint64_t next = settled + 1;
+    const Slot& slot = slot_of(next);
+    const bool reached = slot.done.load(std::memory_order_acquire) == next;
+    // A slot not yet taken over by `next` belongs to a record still being made: it is not abandoned.
+    const bool abandoned = !reached && slot.owner.load(std::memory_order_acquire) == next &&
+                           process_gone(slot.process.load(std::memory_order_relaxed));
+    if (!reached && !abandoned) return;
+    // Another process or thread may move it on meanwhile: then start again from where it got to.
+    records_->settled.compare_exchange_weak(settled, next, std::memory_order_acq_rel);
+    settled = records_->settled.load(std::memory_order_acquire);
+  }
 }
 
 void SharedEventState::wait_for(std::uint64_t record) const {
-  backend::poll_until([&] { return reached(record); });
+  // Whether the record's process is gone is asked every few milliseconds, not at every look.
+  while (!backend::poll_until([&] { return reached_here(record); }, backend::PollPace{},
+                              [deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds{5}] {
+                                return std::chrono::steady_clock::now() >= deadline;
+                              })) {
+    if (reached(record)) return;
+  }
 }
 
 void Event::set_marker(std::shared_ptr<EventMarker> marker) {

@@ -8,6 +8,7 @@
 
 #include <hipxx/hip_runtime_api.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -53,12 +54,17 @@ struct EventMarker {
   std::shared_ptr<backend::Timestamp> timestamp;
 };
 
-// The records of an interprocess event, in one page of a memfd that each process holding the event
-// maps. A record, in any process, takes the next number when it is made and raises `reached` to its
-// number once its stream gets there; like a local event, the event stands for its newest record, so
-// it is complete once `reached` has come up to the newest number taken. The creating process keeps
-// the memfd's descriptor, which a handle names for other processes to open (backend/named_memfd.hpp);
-// the page stays mapped while any record of this process is still to be reached.
+// The records of an interprocess event, in a memfd that each process holding the event maps. A
+// record, in any process, takes the next number when it is made, and is reached once its stream gets
+// there. Records on different streams are reached in any order, so each is tracked on its own: the
+// event stands for its newest record, as a local event does, and a stream wait for the record that
+// was newest when it was queued ends when that record is reached, not a later one. Every record up to
+// `settled` is reached; those after it have a slot each (record n in slot n % kSlots, which n takes
+// once record n - kSlots is settled), holding who took it and whether it was reached. A record whose
+// process is gone (killed, or a forked child that exited) counts as reached, so that it holds
+// nothing up for ever. The creating process keeps the memfd's descriptor, which a handle names for
+// other processes to open (backend/named_memfd.hpp); the mapping stays while any record of this
+// process is still to be reached.
 class SharedEventState {
   struct Records;
   struct Made {  // only create() and open() make one
@@ -81,18 +87,36 @@ class SharedEventState {
   [[nodiscard]] static hipError_t open(const hipIpcEventHandle_t& handle, std::shared_ptr<SharedEventState>* out);
   [[nodiscard]] hipIpcEventHandle_t handle() const noexcept;
 
-  [[nodiscard]] std::uint64_t take_record() noexcept;
+  // The next record's number, its slot taken for this process (waiting, where every slot is held
+  // by a record not yet settled, until the oldest is).
+  [[nodiscard]] std::uint64_t take_record();
   void reach(std::uint64_t record) noexcept;
   [[nodiscard]] std::uint64_t newest() const noexcept;
-  [[nodiscard]] bool reached(std::uint64_t record) const noexcept;
+  // Whether `record` was reached, or its process is gone.
+  [[nodiscard]] bool reached(std::uint64_t record) const;
   void wait_for(std::uint64_t record) const;
 
+  static constexpr std::size_t kSlots = 1024;
+
  private:
+  struct Slot {
+    std::atomic<std::uint64_t> owner;  // the record that took the slot last
+    std::atomic<std::uint64_t> done;  // the record reached in it last
+    std::atomic<std::int64_t> process;  // the pid that took it
+  };
   struct Records {
     std::atomic<std::uint64_t> taken;
-    std::atomic<std::uint64_t> reached;
+    std::atomic<std::uint64_t> settled;
+    std::array<Slot, kSlots> slots;
   };
-  static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared between processes");
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
+                "shared between processes");
+
+  [[nodiscard]] Slot& slot_of(std::uint64_t record) const noexcept { return records_->slots[record % kSlots]; }
+  // Reached, without asking whether its process lives.
+  [[nodiscard]] bool reached_here(std::uint64_t record) const noexcept;
+  // Moves `settled` past every record reached or abandoned right after it.
+  void settle() const;
 
   Records* records_;
   int fd_;  // the creator's descriptor of the memfd; -1 in a process that opened a handle

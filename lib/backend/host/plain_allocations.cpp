@@ -170,7 +170,7 @@ hipError_t PlainAllocations::open(const hipIpcMemHandle_t& handle, void** ptr, s
   HandleFields fields{};
   std::memcpy(&fields, &handle, sizeof fields);
   if (!well_formed(fields)) return hipErrorInvalidValue;
-  if (fields.pid == static_cast<std::int32_t>(current_pid())) return hipErrorInvalidContext;
+  if (names_this_process(fields.pid)) return hipErrorInvalidContext;
   const std::size_t mapped = page_rounded(fields.size);
   if (mapped == 0) return hipErrorInvalidValue;
   void* const at = map_peer_memfd(fields.pid, fields.fd, memfd_name(fields.process_tag, fields.serial), mapped);
