@@ -267,6 +267,18 @@ TEST_CASE("granularity: refused arguments") {
 }
 
 // ---------------------------------------------------------------------------------------------
+TEST_CASE("reserve: a hint that would break the alignment asked for is not followed") {
+  LeakCheck leaks;
+  const std::size_t alignment = std::size_t{2} << 20;
+  void* const probe = reserve(4 * alignment, alignment);
+  REQUIRE(hipMemAddressFree(probe, 4 * alignment) == hipSuccess);
+  void* const hint = at(probe, G);  // free and granular, but not on a 2 MiB boundary
+  void* got = nullptr;
+  REQUIRE(hipMemAddressReserve(&got, alignment, alignment, hint, 0) == hipSuccess);
+  CHECK(reinterpret_cast<std::uintptr_t>(got) % alignment == 0);
+  CHECK(hipMemAddressFree(got, alignment) == hipSuccess);
+}
+
 TEST_CASE("reserve and free: success paths") {
   LeakCheck leaks;
   const hipxxBookCounts start = books();
@@ -501,6 +513,10 @@ TEST_CASE("create: more memory than the device has is hipErrorOutOfMemory and cr
   Handle handle = sentinel;
   CHECK_REFUSED(hipMemCreate(&handle, beyond, &good, 0), hipErrorOutOfMemory);
   CHECK_REFUSED(hipMemCreate(&handle, 2 * beyond, &good, 0), hipErrorOutOfMemory);
+  // However far past it: sizes beyond any file length or address space are a shortage too.
+  CHECK_REFUSED(hipMemCreate(&handle, std::size_t{1} << 62, &good, 0), hipErrorOutOfMemory);
+  CHECK_REFUSED(hipMemCreate(&handle, std::size_t{1} << 63, &good, 0), hipErrorOutOfMemory);
+  CHECK_REFUSED(hipMemCreate(&handle, SIZE_MAX / G * G, &good, 0), hipErrorOutOfMemory);
   CHECK(handle == sentinel);
   // The refusal took nothing: the same call for what fits still succeeds.
   REQUIRE(hipMemCreate(&handle, G, &good, 0) == hipSuccess);
@@ -1339,6 +1355,28 @@ TEST_CASE("import: refused descriptors") {
   CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(sealed), hipMemHandleTypePosixFileDescriptor),
                 hipErrorInvalidValue);
   close(sealed);
+  // Sized and sealed against shrinking and growing, but with its seals open: whoever else holds it
+  // could seal it against writes after the import, and every map would fail.
+  const int reseal = memfd_create("hipxx-test-open-seals", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  REQUIRE(reseal >= 0);
+  REQUIRE(ftruncate(reseal, static_cast<off_t>(G)) == 0);
+  REQUIRE(fcntl(reseal, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+  CHECK_REFUSED(hipMemImportFromShareableHandle(&handle, as_os_handle(reseal), hipMemHandleTypePosixFileDescriptor),
+                hipErrorInvalidValue);
+  close(reseal);
+  // Huge-page memory, sealed as an allocation is: it cannot be mapped at the offered granularity.
+  const std::size_t huge = std::size_t{2} << 20;
+  const int huge_pages = memfd_create("hipxx-test-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+  if (huge_pages < 0) {
+    MESSAGE("this kernel makes no huge-page memfd (errno " << errno << "): that refusal is not checked here");
+  } else {
+    REQUIRE(ftruncate(huge_pages, static_cast<off_t>(huge)) == 0);
+    REQUIRE(fcntl(huge_pages, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+    CHECK_REFUSED(
+        hipMemImportFromShareableHandle(&handle, as_os_handle(huge_pages), hipMemHandleTypePosixFileDescriptor),
+        hipErrorInvalidValue);
+    close(huge_pages);
+  }
   CHECK(handle == sentinel);
 
   CHECK(close(fd) == 0);

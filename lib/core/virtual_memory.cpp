@@ -84,6 +84,9 @@ hipError_t Runtime::create(hipMemGenericAllocationHandle_t* handle, std::size_t 
   if (requested != hipMemHandleTypeNone) {
     if (const hipError_t error = check_handle_type(requested); error != hipSuccess) return error;
   }
+  // More than the device has is a shortage on every backend, however large: not a size a backend's
+  // own calls would take for malformed (a file length past off_t's range, say).
+  if (size > backend_->device(properties->location.id).total_memory) return hipErrorOutOfMemory;
   // Created before the books are locked: committing the memory is the slow part (the host backend
   // allocates every page), nothing in it reads or changes the books, and other threads' copies and
   // maps need not wait for it.

@@ -32,8 +32,10 @@
 #include "backend/page_size.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,8 +224,13 @@ class HostBackend final : public Backend {
     // refused here rather than by the map that would come later.
     if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) return hipErrorInvalidValue;
     // Memory whose size is not sealed, as every allocation's is, could be shrunk under the mapping
-    // by whoever else holds it: no allocation handle either.
-    if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) return hipErrorInvalidValue;
+    // by whoever else holds it: no allocation handle either. Nor memory whose seals are not sealed
+    // themselves, as every allocation's are: a write seal added later would fail every map.
+    constexpr int kAllocationSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+    if ((seals & kAllocationSeals) != kAllocationSeals) return hipErrorInvalidValue;
+    // Huge-page memory cannot be mapped at the page granularity this backend offers.
+    struct statfs filesystem {};
+    if (fstatfs(fd, &filesystem) != 0 || filesystem.f_type == HUGETLBFS_MAGIC) return hipErrorInvalidValue;
     const int mode = fcntl(fd, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
