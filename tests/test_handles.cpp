@@ -764,10 +764,10 @@ TEST_CASE("send_fd / recv_fd over datagram and seqpacket sockets: a message of t
 }
 
 // Sends `count` copies of `fd` with an 8-byte payload in one message, as no send_fd ever does.
-bool send_copies(int socket, int fd, std::size_t count) {
+bool send_copies(int socket, int fd, std::size_t count, std::size_t payload_bytes = sizeof(std::uint64_t)) {
   std::uint64_t payload = 5;
-  iovec io{.iov_base = &payload, .iov_len = sizeof payload};
-  std::array<unsigned char, CMSG_SPACE(sizeof(int) * 4)> control{};
+  iovec io{.iov_base = &payload, .iov_len = payload_bytes};
+  alignas(cmsghdr) std::array<unsigned char, CMSG_SPACE(sizeof(int) * 16)> control{};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
@@ -780,21 +780,59 @@ bool send_copies(int socket, int fd, std::size_t count) {
   for (std::size_t index = 0; index < count; ++index) {
     std::memcpy(CMSG_DATA(header) + index * sizeof(int), &fd, sizeof(int));
   }
-  return ::sendmsg(socket, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof payload);
+  return ::sendmsg(socket, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(payload_bytes);
 }
 
 TEST_CASE("recv_fd refuses a message with more than one descriptor, and keeps none of them") {
   auto const fds_before = open_fd_count();
   {
     auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(SOCK_SEQPACKET);
-    // Two fit in the room for one once it is aligned: counted, not left to the kernel.
-    for (std::size_t const count : {std::size_t{2}, std::size_t{3}, std::size_t{4}}) {
+    // A few fit in the room for one (aligned, with room for credentials): counted, not left to the
+    // kernel; more than fit the kernel closes, and says so.
+    for (std::size_t const count : {std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{16}}) {
       CAPTURE(count);
       REQUIRE(send_copies(left.get(), pipe_write.get(), count));
       CHECK(recv_fd<std::uint64_t>(right).error() == std::errc::message_size);
     }
     REQUIRE(send_copies(left.get(), pipe_write.get(), 1));
     CHECK(recv_fd<std::uint64_t>(right).value().payload == 5);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("recv_fd on a socket that passes credentials receives the descriptor all the same") {
+  auto const fds_before = open_fd_count();
+  for (int const type : {SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM}) {
+    CAPTURE(type);
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(type);
+    int const on = 1;
+    REQUIRE(::setsockopt(right.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) == 0);
+    REQUIRE(send_fd(left, pipe_write, std::uint64_t{42}));
+    auto received = recv_fd(right);
+    REQUIRE(received);
+    CHECK(received.value().payload == 42);
+    // It is the pipe's write end: what goes in comes out of the read end.
+    char const byte = 'x';
+    REQUIRE(::write(received.value().fd.get(), &byte, 1) == 1);
+    char back = 0;
+    CHECK(::read(pipe_read.get(), &back, 1) == 1);
+    CHECK(back == 'x');
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("a message of no bytes that brings a descriptor is a short message, not the peer's end") {
+  auto const fds_before = open_fd_count();
+  for (int const type : {SOCK_SEQPACKET, SOCK_DGRAM}) {
+    CAPTURE(type);
+    auto [left, right, pipe_read, pipe_write] = sockets_and_pipe(type);
+    REQUIRE(send_copies(left.get(), pipe_write.get(), 1, 0));
+    auto const refused = recv_fd(right);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == std::errc::message_size);
+    // The socket still works.
+    REQUIRE(send_fd(left, pipe_write, std::uint64_t{9}));
+    CHECK(recv_fd(right).value().payload == 9);
   }
   CHECK(open_fd_count() == fds_before);
 }

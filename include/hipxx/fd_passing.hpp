@@ -98,8 +98,9 @@ namespace detail {
   io.iov_base = payload.data();
   io.iov_len = payload.size();
 
-  // Room for one descriptor, rounded up to the control message alignment (on x86-64 that makes room
-  // for two); the kernel closes whatever does not fit and sets MSG_CTRUNC.
+  // Room for one descriptor and a credentials message (which, where unused, makes room for more
+  // descriptors: those are counted below); the kernel closes whatever does not fit and sets
+  // MSG_CTRUNC.
   ScmRightsBuffer<1> control{};
   msghdr message{};
   message.msg_iov = &io;
@@ -125,7 +126,9 @@ namespace detail {
     }  // else: a sender that broke the protocol; `owned` closes its extra descriptors.
   });
 
-  if (got == 0) {
+  // The end of the stream; on a datagram or seqpacket socket also a message of no bytes, which is
+  // the end too unless it brought a descriptor (then it is a message shorter than the payload).
+  if (got == 0 && (count == 0 || is_stream_socket(socket))) {
     return failure(std::errc::connection_reset);
   }
   if ((message.msg_flags & MSG_TRUNC) != 0) {

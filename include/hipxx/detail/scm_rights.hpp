@@ -11,11 +11,13 @@
 
 namespace hipxx::detail {
 
-// Room for `Count` descriptors, aligned as the kernel requires.
+// Room for `Count` descriptors, aligned as the kernel requires, and for the SCM_CREDENTIALS message
+// (pid, uid and gid) the kernel puts before them on a socket with SO_PASSCRED set: without that room
+// the descriptors would not fit, and the kernel would close them.
 template <std::size_t Count>
 union ScmRightsBuffer {
   cmsghdr header;
-  std::array<unsigned char, CMSG_SPACE(sizeof(int) * Count)> bytes;
+  std::array<unsigned char, CMSG_SPACE(sizeof(int) * Count) + CMSG_SPACE(3 * sizeof(int))> bytes;
 };
 
 // Makes `fd` the one control message of `message`, kept in `buffer` (which must outlive the send).
