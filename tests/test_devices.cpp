@@ -548,6 +548,14 @@ TEST_CASE("set access is per device; copies check the current device" * doctest:
   std::fill(back.begin(), back.end(), 0);
   CHECK(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost) == hipSuccess);  // on device 2
   CHECK(back == data);
+  // And device 1 still reads and writes through it, where the backend's call could have taken its
+  // access away (ROCr's documented set_access replaces the access of every agent it does not name).
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  std::fill(back.begin(), back.end(), 0);
+  CHECK(hipMemcpy(back.data(), mapping.base, 2 * g, hipMemcpyDeviceToHost) == hipSuccess);
+  CHECK(back == data);
+  CHECK(hipMemcpy(mapping.base, data.data(), 2 * g, hipMemcpyHostToDevice) == hipSuccess);
+  REQUIRE(hipSetDevice(2) == hipSuccess);
   const std::vector<unsigned char> junk(2 * g, 0x77);
   CHECK_REFUSED(hipMemcpy(mapping.base, junk.data(), 2 * g, hipMemcpyHostToDevice), hipErrorInvalidValue);
   CHECK_REFUSED(hipMemset(mapping.base, 1, 1), hipErrorInvalidValue);

@@ -82,6 +82,7 @@ std::optional<Config> read_config() {
   config.vmem = !env_flag("HIPXX_STAND_IN_NO_VMEM");
   config.xnack = env_flag("HIPXX_STAND_IN_XNACK");
   config.peers = !env_flag("HIPXX_STAND_IN_NO_PEER");
+  config.replace_access = env_flag("HIPXX_STAND_IN_REPLACE_ACCESS");
   return config;
 }
 

@@ -44,6 +44,9 @@ struct Config {
   bool vmem = true;
   bool xnack = false;
   bool peers = true;  // GPUs may be granted each other's pool memory (HIPXX_STAND_IN_NO_PEER=1: never)
+  // vmem set_access replaces the permissions of the agents it does not name with NONE, as ROCr's
+  // documentation says (HIPXX_STAND_IN_REPLACE_ACCESS=1); otherwise they keep theirs, as its code does.
+  bool replace_access = false;
   std::chrono::microseconds copy_delay{200};
 };
 

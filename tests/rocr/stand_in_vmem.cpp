@@ -12,7 +12,9 @@
 //   set_access   exactly one whole mapping; every agent valid; the agents named get the permissions
 //                named, and the others keep theirs. That is what ROCr's code does, where its
 //                documentation says every agent's permissions are replaced: a backend that leaves an
-//                agent out to revoke its access would leave that access in place. Under
+//                agent out to revoke its access would leave that access in place. With
+//                HIPXX_STAND_IN_REPLACE_ACCESS the others get NONE, as documented: a backend that
+//                leaves out an agent whose access it keeps would lose that access. Under
 //                HIPXX_STAND_IN_NO_PEER, naming a GPU other than the memory's owner (even with NONE) is
 //                HSA_STATUS_ERROR: ROCr brings the memory to every GPU named. The host view follows the
 //                CPU agent's.
@@ -288,7 +290,9 @@ hsa_status_t hsa_amd_vmem_set_access(void* va, std::size_t size, const hsa_amd_m
     return HSA_STATUS_ERROR;
   }
   for (unsigned agent = 0; agent < kMaxAgents; ++agent) {
-    if ((named & bit(agent)) == 0) permissions[agent] = mapping->permissions[agent];
+    if ((named & bit(agent)) == 0) {
+      permissions[agent] = s.config.replace_access ? HSA_ACCESS_PERMISSION_NONE : mapping->permissions[agent];
+    }
   }
   if (mprotect(va, size, protection_for(permissions[kCpu])) != 0) return HSA_STATUS_ERROR;
   mapping->permissions = permissions;

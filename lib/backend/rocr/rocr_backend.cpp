@@ -353,9 +353,11 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     return hipSuccess;
   }
 
-  // Only the GPUs whose access changes are named. ROCr's code changes the agents a call names and
-  // leaves the others as they were (its documentation says every agent's permissions are replaced:
-  // these descriptors come out the same either way), and it imports the memory into every GPU a
+  // Where anything changes, every GPU that has access or is to have it is named, with what it is to
+  // have: ROCr's documentation says a call replaces every agent's permissions (so a GPU left out
+  // would lose its access), and its code changes only the agents a call names (so a GPU left out
+  // would keep access it is to lose); these descriptors come out the same either way. A GPU that
+  // neither has access nor is to have it is not named: ROCr imports the memory into every GPU a
   // descriptor names, NONE or not, which a GPU that cannot reach it may refuse.
   hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
                         PhysicalHandle /*handle*/) override {
@@ -370,13 +372,15 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
     const std::vector<hipMemAccessFlags>& had = found != device_ranges_.end() ? found->second.granted : no_grants;
     std::vector<rocr::hsa_amd_memory_access_desc_t> descriptors;
     descriptors.reserve(gpus_.size());
+    bool changes = false;
     for (std::size_t device = 0; device < gpus_.size(); ++device) {
       const hipMemAccessFlags before = device < had.size() ? had[device] : hipMemAccessFlagsProtNone;
-      if (wanted[device] != before) {
+      changes = changes || wanted[device] != before;
+      if (wanted[device] != hipMemAccessFlagsProtNone || before != hipMemAccessFlagsProtNone) {
         descriptors.push_back({.permissions = permission_of(wanted[device]), .agent_handle = gpus_[device].agent});
       }
     }
-    if (!descriptors.empty()) {
+    if (changes) {
       if (const hsa_status_t status = api_.hsa_amd_vmem_set_access(va, size, descriptors.data(), descriptors.size());
           status != rocr::HSA_STATUS_SUCCESS) {
         return to_hip(status);
