@@ -5,12 +5,12 @@
 #include "core/rollback.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -23,7 +23,7 @@ constexpr std::array<char, 8> kEventMagic{'h', 'i', 'p', 'x', 'x', 'E', 'V', 'T'
 constexpr std::uint32_t kEventHandleVersion = 1;
 // Whole pages holding an event's records: what the creator sizes its memfd to, and what an importer
 // finds, or refuses the file.
-constexpr std::size_t kRecordsBytes = 32 * 1024;
+constexpr std::size_t kRecordsBytes = std::size_t{32} * 1024;
 
 // Field layout inside the 64 handle bytes.
 struct EventHandleFields {
