@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
@@ -186,13 +187,17 @@ void SharedEventState::settle() const {
 }
 
 void SharedEventState::wait_for(std::uint64_t record) const {
-  // Whether the record's process is gone is asked every few milliseconds, not at every look.
-  while (!backend::poll_until([&] { return reached_here(record); }, backend::PollPace{},
-                              [deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds{5}] {
-                                return std::chrono::steady_clock::now() >= deadline;
-                              })) {
-    if (reached(record)) return;
-  }
+  // Whether the record's process is gone is asked every few milliseconds, not at every look; one
+  // poll throughout, so that a long wait keeps sleeping rather than yielding again at each ask.
+  constexpr std::chrono::milliseconds kLivenessPeriod{5};
+  auto next_ask = std::chrono::steady_clock::now() + kLivenessPeriod;
+  backend::poll_until([&] {
+    if (reached_here(record)) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_ask) return false;
+    next_ask = now + kLivenessPeriod;
+    return reached(record);
+  });
 }
 
 void Event::set_marker(std::shared_ptr<EventMarker> marker) {
