@@ -167,6 +167,11 @@ class Queue {
   [[nodiscard]] virtual hipError_t record(Timestamp& timestamp) = 0;
   // An error the device reported for this queue's work, or hipSuccess (also while work is pending).
   [[nodiscard]] virtual hipError_t fault() = 0;
+  // Whether the device gave up on the queue, so that work on it will never run and a wait for it
+  // ends at the fault. Where a failure fails only its own work (the rest still runs, and reaches the
+  // memory it names), a wait must go on until that work is done: freeing the memory sooner would
+  // pull it out from under a running copy.
+  [[nodiscard]] virtual bool abandoned() = 0;
   // Whether all work put on the queue so far has finished (the driver's stream query), for work
   // the runtime did not have marked.
   [[nodiscard]] virtual bool finished() = 0;

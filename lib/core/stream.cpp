@@ -151,7 +151,7 @@ hipError_t Stream::mark_submitted_locked(std::uint64_t sequence) {
 }
 
 void Stream::mark_tail_locked() const {
-  // A failed mark leaves marked_ behind, so the next wait tries again; a broken queue's waits end on its fault.
+  // A failed mark leaves marked_ behind, so the next wait tries again; an abandoned queue's waits end at once.
   if (queue_ && marked_ < device_tail_ && queue_->mark(device_tail_) == hipSuccess) marked_ = device_tail_;
 }
 
@@ -241,10 +241,11 @@ bool Stream::reached(std::uint64_t sequence) const {
 }
 
 void Stream::wait_on_queue(std::uint64_t sequence) const {
-  // A queue the device gave up on never gets there: its fault ends the wait.
+  // A queue the device gave up on never gets there: that ends the wait. A queue that still runs
+  // the work behind a failure gets there, and the wait is for that work too.
   (void)backend::poll_until([&] { return queue_->progress() >= sequence; },
                             {.yielding_rounds = 4096, .longest_sleep = std::chrono::microseconds{200}},
-                            [&] { return queue_->fault() != hipSuccess; });
+                            [&] { return queue_->abandoned(); });
 }
 
 void Stream::wait_for(std::uint64_t sequence) const {

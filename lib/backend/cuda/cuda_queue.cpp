@@ -267,6 +267,9 @@ class CudaQueue final : public Queue {
     return result == CUDA_ERROR_NOT_READY ? hipSuccess : to_hip(result);
   }
 
+  // A fault on a CUDA stream is the context's: the driver runs nothing more of it.
+  bool abandoned() override { return fault() != hipSuccess; }
+
  private:
   // The driver calls back exactly once for each callback it accepted, after all earlier work and
   // before any later work, which waits for this to return: the progress word can take the call's

@@ -105,6 +105,8 @@ class HostQueue final : public Queue {
   }
 
   hipError_t fault() override { return fault_.load(std::memory_order_relaxed); }
+  // The worker runs every operation, those after a failed one too.
+  bool abandoned() override { return false; }
 
   bool finished() override {
     std::lock_guard lock{mutex_};

@@ -263,6 +263,9 @@ class RocrQueue final : public Queue {
     return steps_.empty();
   }
 
+  // retire_locked lets go of a failed signal, so the work behind it runs and every step retires.
+  bool abandoned() override { return false; }
+
   // Waits for the oldest step while the queue holds kMaxSteps, without the queue's lock (progress,
   // finished and other queues' waits need it meanwhile). No step waits for anything but device work
   // and handlers, and a handler must not call the runtime, so the wait ends without the host.
