@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -1047,6 +1049,102 @@ TEST_CASE("a reader of an exported descriptor that asks for channels and never r
   }
   // The descriptor closed, the unread replies go with it, and so do the broker's ends of them.
   CHECK(eventually([&] { return open_fd_count() == baseline; }));
+}
+
+namespace {
+
+// While it lives, the soft limit on descriptors is `room` above the highest one open.
+class SoftLimitAboveOpen {
+ public:
+  explicit SoftLimitAboveOpen(rlim_t room) {
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    int highest = 0;
+    for (int fd = 0; fd < 4096; ++fd) highest = fcntl(fd, F_GETFD) != -1 ? fd : highest;
+    rlimit lowered = saved_;
+    lowered.rlim_cur = std::min(static_cast<rlim_t>(highest) + 1 + room, saved_.rlim_max);
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    soft_ = lowered.rlim_cur;
+  }
+  SoftLimitAboveOpen(SoftLimitAboveOpen const&) = delete;
+  SoftLimitAboveOpen& operator=(SoftLimitAboveOpen const&) = delete;
+  ~SoftLimitAboveOpen() { CHECK(setrlimit(RLIMIT_NOFILE, &saved_) == 0); }
+
+  [[nodiscard]] rlim_t soft() const noexcept { return soft_; }
+
+ private:
+  rlimit saved_{};
+  rlim_t soft_ = 0;
+};
+
+// One reply of the broker to an open-channel request on `socket`, and the channel's descriptor
+// where it sent one; waits at most 10 s.
+WireReply ask_for_channel(int socket, hipxx::FileDescriptor& channel) {
+  WireRequest const request;
+  REQUIRE(send(socket, &request, sizeof request, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof request));
+  pollfd readable{.fd = socket, .events = POLLIN, .revents = 0};
+  REQUIRE(poll(&readable, 1, 10'000) == 1);
+  WireReply reply;
+  iovec bytes{.iov_base = &reply, .iov_len = sizeof reply};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  msghdr message{};
+  message.msg_iov = &bytes;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  REQUIRE(recvmsg(socket, &message, MSG_CMSG_CLOEXEC) == static_cast<ssize_t>(sizeof reply));
+  if (cmsghdr const* const header = CMSG_FIRSTHDR(&message);
+      header != nullptr && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+    channel = hipxx::FileDescriptor{fd};
+  }
+  return reply;
+}
+
+}  // namespace
+
+TEST_CASE("an importer that keeps channels is refused once the broker holds a quarter of the descriptors") {
+  Pool pool;
+  void* const pointer = pool.allocate(64 * kKiB);
+  fill(pointer, 0, 64 * kKiB, 0x3C);
+  auto const fd = pool.export_fd();
+  // A soft limit 256 above the highest descriptor open, so the broker's share is small.
+  SoftLimitAboveOpen const limit{256};
+  std::size_t const share = limit.soft() / 4;
+
+  // Channels asked for and kept, as a leaking importer keeps them: refused before the share is passed.
+  std::vector<hipxx::FileDescriptor> kept;
+  std::int32_t refusal = hipSuccess;
+  while (refusal == hipSuccess && kept.size() <= share) {
+    hipxx::FileDescriptor channel;
+    WireReply const reply = ask_for_channel(fd.get(), channel);
+    refusal = reply.status;
+    if (refusal == hipSuccess) {
+      REQUIRE(channel);
+      kept.push_back(std::move(channel));
+    }
+  }
+  CHECK(refusal == hipErrorOutOfMemory);
+  CHECK(kept.size() <= share);
+  CHECK(kept.size() >= share - 2);  // the broker may still hold channels of earlier cases
+  hipMemPool_t imported = nullptr;
+  CHECK(import_fd(fd.get(), &imported) == hipErrorOutOfMemory);
+  // The exporter itself still has descriptors to allocate with (on the host backend each hipMalloc
+  // holds one).
+  void* more = nullptr;
+  CHECK(hipMalloc(&more, 64 * kKiB) == hipSuccess);
+
+  // The leaking importer lets go of half: the broker closes its ends, and imports work again.
+  kept.resize(kept.size() / 2);
+  REQUIRE(eventually([&] { return import_fd(fd.get(), &imported) == hipSuccess; }));
+  void* mirror = nullptr;
+  hipMemPoolPtrExportData data = export_data(pointer);
+  REQUIRE(hipMemPoolImportPointer(&mirror, imported, &data) == hipSuccess);
+  CHECK(mismatches(mirror, 0, 64 * kKiB, 0x3C) == 0);
+  CHECK(hipFree(mirror) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  CHECK(hipFree(more) == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
 }
 
 TEST_CASE("C++ handles: export_handle, export_pointer, ImportedMemPool and ImportedPoolPointer") {

@@ -5,9 +5,11 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -138,10 +140,24 @@ bool PoolBroker::keeps(Entry& entry, bool sent) noexcept {
   return true;
 }
 
+bool PoolBroker::room_for_channel(const std::vector<Entry>& entries) noexcept {
+  // Read at each request: the application, or the host backend short of descriptors, may raise it.
+  constexpr rlim_t kFewest = 16;
+  constexpr rlim_t kMost = rlim_t{1} << 20;
+  rlimit limit{};
+  const rlim_t allowed = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                             ? std::clamp(limit.rlim_cur / 4, kFewest, kMost)
+                             : kMost;
+  const auto channels =
+      std::count_if(entries.begin(), entries.end(), [](const Entry& entry) { return entry.kind == Kind::channel; });
+  return static_cast<rlim_t>(channels) < allowed;
+}
+
 bool PoolBroker::open_channel(std::vector<Entry>& entries, std::size_t index) {
   Entry& exported = entries[index];
   const std::shared_ptr<MemoryPool> pool = exported.pool.lock();
   if (!pool) return keeps(exported, send_status(exported.socket.get(), hipErrorInvalidValue));
+  if (!room_for_channel(entries)) return keeps(exported, send_status(exported.socket.get(), hipErrorOutOfMemory));
   OwnedFd kept;
   OwnedFd given;
   if (!seqpacket_pair(&kept, &given)) return keeps(exported, send_status(exported.socket.get(), hipErrorOutOfMemory));

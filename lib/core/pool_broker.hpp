@@ -10,6 +10,9 @@
 // The broker closes its end of any socket whose peer hung up, so an importer that dies (even by
 // SIGKILL) or an exported descriptor closed everywhere leaves nothing open in the exporter. It
 // holds pools weakly: a pool destroyed and drained answers with an error, and keeps nothing alive.
+// It keeps at most a quarter of the process's descriptors (its soft limit) as channels: importers
+// that open more, and keep them, are refused with hipErrorOutOfMemory, so that they cannot take the
+// descriptors the exporter's own allocations need.
 #pragma once
 
 #include "core/pool_wire.hpp"
@@ -69,6 +72,7 @@ class PoolBroker {
   // Answers one request; false when the socket should be closed.
   [[nodiscard]] bool answer(std::vector<Entry>& entries, std::size_t index);
   [[nodiscard]] static bool open_channel(std::vector<Entry>& entries, std::size_t index);
+  [[nodiscard]] static bool room_for_channel(const std::vector<Entry>& entries) noexcept;
   // Whether `entry` stays after a reply that was `sent` or not. A private channel whose reader
   // does not read is closed; an exported socket is shared, and stays (backlogged) unless its every
   // reader is gone.
