@@ -322,7 +322,7 @@ TEST_CASE("free_on moves the free to another stream; a dead free stream still fr
     // free() reports the dead stream and keeps ownership; the destructor falls back to the null stream.
     auto const refused = survivor->free();
     REQUIRE_FALSE(refused);
-    CHECK(refused.error() == make_error_code(hipErrorInvalidHandle));
+    CHECK(refused.error() == make_error_code(hipErrorInvalidValue));
     CHECK(*survivor);
     survivor.reset();
     CHECK(used(pool) == 0);

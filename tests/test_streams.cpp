@@ -128,8 +128,20 @@ TEST_CASE("bad flags and null out pointers are refused with hipErrorInvalidValue
   CHECK(hipGetLastError() == hipSuccess);
 }
 
-TEST_CASE("destroyed and forged handles are refused with hipErrorInvalidHandle by every stream call") {
+// hipErrorInvalidHandle where a call documents it; hipErrorInvalidValue from the calls whose
+// documentation lists that code and not hipErrorInvalidHandle (stream wait and write value, the
+// stream-ordered allocator, prefetch and attach).
+TEST_CASE("destroyed and forged handles are refused by every stream call, with the code each documents") {
+  // The device's default pool reserves its range at its first allocation and keeps it.
+  hipMemPool_t pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&pool, 0) == hipSuccess);
+  void* pooled = nullptr;
+  REQUIRE(hipMallocAsync(&pooled, 256, nullptr) == hipSuccess);
+  REQUIRE(hipFreeAsync(pooled, nullptr) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  REQUIRE(hipMemPoolTrimTo(pool, 0) == hipSuccess);
   LeakCheck leaks;
+  REQUIRE(hipMallocAsync(&pooled, 256, nullptr) == hipSuccess);
   hipStream_t destroyed = make_stream();
   REQUIRE(hipStreamDestroy(destroyed) == hipSuccess);
   int on_stack = 0;
@@ -147,6 +159,11 @@ TEST_CASE("destroyed and forged handles are refused with hipErrorInvalidHandle b
   REQUIRE(hipEventCreate(&event) == hipSuccess);
   std::vector<unsigned char> host(64);
   std::atomic<int> calls{0};
+  void* managed = nullptr;
+  REQUIRE(hipMallocManaged(&managed, 4096) == hipSuccess);
+  int last_prefetch = 0;
+  REQUIRE(hipMemRangeGetAttribute(&last_prefetch, sizeof last_prefetch, hipMemRangeAttributeLastPrefetchLocation,
+                                  managed, 4096) == hipSuccess);
   for (hipStream_t stream : bad) {
     CAPTURE(reinterpret_cast<std::uintptr_t>(stream));
     unsigned flags = 77;
@@ -162,15 +179,20 @@ TEST_CASE("destroyed and forged handles are refused with hipErrorInvalidHandle b
     CHECK(hipStreamWaitEvent(stream, event, 0) == hipErrorInvalidHandle);
     CHECK(hipStreamAddCallback(stream, never_called, &calls, 0) == hipErrorInvalidHandle);
     CHECK(hipLaunchHostFunc(stream, never_called_host, &calls) == hipErrorInvalidHandle);
-    CHECK(hipStreamWaitValue32(stream, word, 0, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidHandle);
-    CHECK(hipStreamWaitValue64(stream, word, 0, hipStreamWaitValueGte, ~std::uint64_t{0}) == hipErrorInvalidHandle);
-    CHECK(hipStreamWriteValue32(stream, word, 1, 0) == hipErrorInvalidHandle);
-    CHECK(hipStreamWriteValue64(stream, word, 1, 0) == hipErrorInvalidHandle);
+    CHECK(hipStreamWaitValue32(stream, word, 0, hipStreamWaitValueGte, 0xFFFFFFFFU) == hipErrorInvalidValue);
+    CHECK(hipStreamWaitValue64(stream, word, 0, hipStreamWaitValueGte, ~std::uint64_t{0}) == hipErrorInvalidValue);
+    CHECK(hipStreamWriteValue32(stream, word, 1, 0) == hipErrorInvalidValue);
+    CHECK(hipStreamWriteValue64(stream, word, 1, 0) == hipErrorInvalidValue);
     CHECK(hipMemcpyAsync(device, host.data(), 64, hipMemcpyHostToDevice, stream) == hipErrorInvalidHandle);
     CHECK(hipMemsetAsync(device, 1, 64, stream) == hipErrorInvalidHandle);
     CHECK(hipEventRecord(event, stream) == hipErrorInvalidHandle);
-    CHECK(hipMallocAsync(&ptr, 256, stream) == hipErrorInvalidHandle);
+    CHECK(hipMallocAsync(&ptr, 256, stream) == hipErrorInvalidValue);
     CHECK(ptr == nullptr);
+    CHECK(hipMallocFromPoolAsync(&ptr, 256, pool, stream) == hipErrorInvalidValue);
+    CHECK(ptr == nullptr);
+    CHECK(hipFreeAsync(pooled, stream) == hipErrorInvalidValue);
+    CHECK(hipMemPrefetchAsync(managed, 4096, 0, stream) == hipErrorInvalidValue);
+    CHECK(hipStreamAttachMemAsync(stream, managed, 0, hipMemAttachGlobal) == hipErrorInvalidValue);
     CHECK(flags == 77);
     CHECK(priority == 77);
     CHECK(mask[0] == 7);
@@ -179,7 +201,15 @@ TEST_CASE("destroyed and forged handles are refused with hipErrorInvalidHandle b
   CHECK(read_back(word, 8) == std::vector<unsigned char>(8, 0));
   CHECK(calls.load() == 0);
   CHECK(hipEventQuery(event) == hipSuccess);  // never recorded
+  int still = 1;
+  CHECK(hipMemRangeGetAttribute(&still, sizeof still, hipMemRangeAttributeLastPrefetchLocation, managed, 4096) ==
+        hipSuccess);
+  CHECK(still == last_prefetch);
   CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipFreeAsync(pooled, nullptr) == hipSuccess);  // still allocated: no refused free took it
+  CHECK(hipStreamSynchronize(nullptr) == hipSuccess);
+  CHECK(hipMemPoolTrimTo(pool, 0) == hipSuccess);
+  CHECK(hipFree(managed) == hipSuccess);
   CHECK(hipFree(word) == hipSuccess);
   CHECK(hipFree(device) == hipSuccess);
 }
@@ -2137,9 +2167,12 @@ TEST_CASE("work offered to a stream while it is destroyed, by a thread that wait
   std::function<hipError_t(hipStream_t)> offer;
   // Whether the work ran after all, where that shows (unset where it does not).
   std::function<bool()> ran;
+  // The code of the refusal: hipErrorInvalidValue where the call documents no hipErrorInvalidHandle.
+  hipError_t refusal = hipErrorInvalidHandle;
   SUBCASE("a value write") {
     offer = [&word](hipStream_t stream) { return hipStreamWriteValue32(stream, &word, 1, 0); };
     ran = [&word] { return word == 1; };
+    refusal = hipErrorInvalidValue;
   }
   SUBCASE("an event record") {
     offer = [](hipStream_t stream) {
@@ -2164,10 +2197,12 @@ TEST_CASE("work offered to a stream while it is destroyed, by a thread that wait
   }
   SUBCASE("a managed memory attach") {
     offer = [managed](hipStream_t stream) { return hipStreamAttachMemAsync(stream, managed, 0, hipMemAttachGlobal); };
+    refusal = hipErrorInvalidValue;
   }
   SUBCASE("a managed memory prefetch") {
     offer = [managed](hipStream_t stream) { return hipMemPrefetchAsync(managed, 4096, 0, stream); };
     ran = [&] { return last_prefetch() != prefetched_before; };
+    refusal = hipErrorInvalidValue;
   }
   OverfullStream full;
   full.stream = make_stream(hipStreamNonBlocking);
@@ -2191,7 +2226,7 @@ TEST_CASE("work offered to a stream while it is destroyed, by a thread that wait
   CHECK(hipDeviceSynchronize() == hipSuccess);
   std::this_thread::sleep_for(20ms);  // room for work that slipped behind the stream's end to show
   if (waited_for_room) {
-    CHECK(late == hipErrorInvalidHandle);
+    CHECK(late == refusal);
     if (ran) CHECK_FALSE(ran());  // nothing of it ran after the stream's end
   } else {
     MESSAGE("the work did not wait for room: accepted before the destroy");

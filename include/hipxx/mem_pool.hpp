@@ -154,11 +154,12 @@ class PoolAllocation {
     if (data_ == nullptr) {
       return;
     }
-    // The free stream should outlive the allocation. Where it did not and the runtime says so
-    // (hipxx's runtime answers hipErrorInvalidHandle, and finishes a stream's queued work before its
-    // handle goes invalid; AMD's runtime may not detect a dead handle at all), nothing of that
-    // stream can still use the memory, so the null stream frees it rather than leak it.
-    if (free_in_order() == hipErrorInvalidHandle) {
+    // The free stream should outlive the allocation. Where it did not, hipFreeAsync refuses it with
+    // hipErrorInvalidValue (hipxx's runtime, like AMD's, which may also not detect a dead handle at
+    // all); hipxx finishes a stream's queued work before its handle goes invalid, so nothing of that
+    // stream can still use the memory, and the null stream frees it rather than leak it. (The
+    // memory is this owner's, so the refusal is not about the pointer.)
+    if (free_in_order() == hipErrorInvalidValue) {
       (void)hipFreeAsync(data_, nullptr);
     }
     forget();

@@ -35,4 +35,16 @@ hipError_t guarded(Work&& work) noexcept {
   return result;
 }
 
+// For the entry points whose documentation lists hipErrorInvalidValue and not hipErrorInvalidHandle
+// (the stream-ordered allocator, stream wait and write value, prefetch and attach): there a stream
+// that is none (destroyed, forged, or destroyed by another thread while the call waited for room)
+// is an invalid value, as AMD's runtime also answers for the stream-ordered allocator.
+template <class Work>
+hipError_t guarded_stream_as_value(Work&& work) noexcept {
+  return guarded([&](core::Runtime& runtime) {
+    const hipError_t result = work(runtime);
+    return result == hipErrorInvalidHandle ? hipErrorInvalidValue : result;
+  });
+}
+
 }  // namespace hipxx::api

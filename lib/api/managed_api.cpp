@@ -5,6 +5,7 @@
 #include <string>
 
 using hipxx::api::guarded;
+using hipxx::api::guarded_stream_as_value;
 using hipxx::core::Runtime;
 
 namespace {
@@ -37,7 +38,7 @@ hipError_t hipMallocManaged(void** dev_ptr, size_t size, unsigned int flags) {
 }
 
 hipError_t hipMemPrefetchAsync(const void* dev_ptr, size_t count, int device, hipStream_t stream) {
-  return guarded([&](Runtime& runtime) { return runtime.prefetch(dev_ptr, count, device, stream); });
+  return guarded_stream_as_value([&](Runtime& runtime) { return runtime.prefetch(dev_ptr, count, device, stream); });
 }
 
 hipError_t hipMemAdvise(const void* dev_ptr, size_t count, hipMemoryAdvise advice, int device) {
@@ -46,7 +47,7 @@ hipError_t hipMemAdvise(const void* dev_ptr, size_t count, hipMemoryAdvise advic
 
 hipError_t hipMemPrefetchAsync_v2(const void* dev_ptr, size_t count, hipMemLocation location, unsigned int flags,
                                   hipStream_t stream) {
-  return guarded([&](Runtime& runtime) {
+  return guarded_stream_as_value([&](Runtime& runtime) {
     if (flags != 0) return hipErrorInvalidValue;
     return runtime.prefetch(dev_ptr, count, device_of(location), stream);
   });
@@ -79,7 +80,7 @@ hipError_t hipMemRangeGetAttributes(void** data, size_t* data_sizes, hipMemRange
 }
 
 hipError_t hipStreamAttachMemAsync(hipStream_t stream, void* dev_ptr, size_t length, unsigned int flags) {
-  return guarded([&](Runtime& runtime) { return runtime.attach(stream, dev_ptr, length, flags); });
+  return guarded_stream_as_value([&](Runtime& runtime) { return runtime.attach(stream, dev_ptr, length, flags); });
 }
 
 }  // extern "C"

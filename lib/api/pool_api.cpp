@@ -6,6 +6,7 @@
 #include "core/imported_pool.hpp"
 
 using hipxx::api::guarded;
+using hipxx::api::guarded_stream_as_value;
 using hipxx::core::ImportedPool;
 using hipxx::core::MemoryPool;
 using hipxx::core::Runtime;
@@ -13,18 +14,19 @@ using hipxx::core::Runtime;
 extern "C" {
 
 hipError_t hipMallocAsync(void** dev_ptr, size_t size, hipStream_t stream) {
-  return guarded([&](Runtime& runtime) { return runtime.allocate_async(dev_ptr, size, nullptr, stream); });
+  return guarded_stream_as_value(
+      [&](Runtime& runtime) { return runtime.allocate_async(dev_ptr, size, nullptr, stream); });
 }
 
 hipError_t hipMallocFromPoolAsync(void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream) {
-  return guarded([&](Runtime& runtime) {
+  return guarded_stream_as_value([&](Runtime& runtime) {
     if (mem_pool == nullptr) return hipErrorInvalidValue;
     return runtime.allocate_async(dev_ptr, size, mem_pool, stream);
   });
 }
 
 hipError_t hipFreeAsync(void* dev_ptr, hipStream_t stream) {
-  return guarded([&](Runtime& runtime) { return runtime.free_async(dev_ptr, stream); });
+  return guarded_stream_as_value([&](Runtime& runtime) { return runtime.free_async(dev_ptr, stream); });
 }
 
 hipError_t hipMemPoolCreate(hipMemPool_t* mem_pool, const hipMemPoolProps* pool_props) {

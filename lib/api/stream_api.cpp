@@ -11,6 +11,7 @@
 #include <vector>
 
 using hipxx::api::guarded;
+using hipxx::api::guarded_stream_as_value;
 using hipxx::core::Runtime;
 using hipxx::core::Stream;
 using hipxx::core::StreamTraits;
@@ -76,7 +77,7 @@ bool always_holds(const hipxx::backend::WordWait& wait, std::uint64_t width_mask
 
 template <class Word>
 hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags, Word mask) {
-  return guarded([&](Runtime& runtime) {
+  return guarded_stream_as_value([&](Runtime& runtime) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
     const std::optional<hipxx::backend::WaitCondition> condition = condition_of(flags);
@@ -110,7 +111,7 @@ hipError_t wait_value(hipStream_t stream, void* ptr, Word value, unsigned flags,
 
 template <class Word>
 hipError_t write_value(hipStream_t stream, void* ptr, Word value, unsigned /*flags: reserved*/) {
-  return guarded([&](Runtime& runtime) {
+  return guarded_stream_as_value([&](Runtime& runtime) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
     if (const hipError_t error = check_word<Word>(runtime, ptr, hipMemAccessFlagsProtReadWrite, *target);

@@ -249,9 +249,15 @@ static void test_prefetch_and_attach(int device_count) {
   CHECK_RESULT(hipStreamAttachMemAsync(stream, device, 0, hipMemAttachSingle), hipErrorInvalidValue);
   CHECK_RESULT(hipStreamQuery(stream), hipSuccess);
 
+  /* A destroyed stream is an invalid value to both calls: neither documents hipErrorInvalidHandle. */
+  CHECK_RESULT(hipStreamDestroy(stream), hipSuccess);
+  CHECK_RESULT(hipMemPrefetchAsync(ptr, size, 0, stream), hipErrorInvalidValue);
+  CHECK_RESULT(hipStreamAttachMemAsync(stream, ptr, 0, hipMemAttachSingle), hipErrorInvalidValue);
+  CHECK_RESULT(hipDeviceSynchronize(), hipSuccess);
+  CHECK(range_int(hipMemRangeAttributeLastPrefetchLocation, ptr, size) == hipCpuDeviceId);
+
   CHECK_RESULT(hipFree(device), hipSuccess);
   CHECK_RESULT(hipFree(ptr), hipSuccess);
-  CHECK_RESULT(hipStreamDestroy(stream), hipSuccess);
 }
 
 /* ---- IPC across a fork()ed child ------------------------------------------------------------

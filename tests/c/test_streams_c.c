@@ -94,6 +94,10 @@ static void test_stream_lifecycle(void) {
   hipStream_t unchanged = sentinel;
   hipEvent_t event = NULL;
   struct callback_record record;
+  void* word = NULL;
+  void* pooled = NULL;
+  hipMemPool_t pool = NULL;
+  uint64_t written = 99;
   unsigned flags = 77;
   int least = 99;
   int greatest = 99;
@@ -155,8 +159,27 @@ static void test_stream_lifecycle(void) {
   CHECK_RESULT(hipStreamGetPriority(destroyed, &priority), hipErrorInvalidHandle);
   CHECK_RESULT(hipStreamGetFlags(stream, NULL), hipErrorInvalidValue);
   CHECK_RESULT(hipStreamGetPriority(stream, NULL), hipErrorInvalidValue);
+  /* ...and by those that document hipErrorInvalidValue and not hipErrorInvalidHandle with that code:
+   * stream wait and write value and the stream-ordered allocator. Nothing of them runs. */
+  CHECK_RESULT(hipExtMallocWithFlags(&word, sizeof(uint64_t), hipMallocSignalMemory), hipSuccess);
+  CHECK_RESULT(hipMemset(word, 0, sizeof(uint64_t)), hipSuccess);
+  CHECK_RESULT(hipStreamWaitValue32(destroyed, word, 1, hipStreamWaitValueEq, 0xFFFFFFFFu), hipErrorInvalidValue);
+  CHECK_RESULT(hipStreamWaitValue64(destroyed, word, 1, hipStreamWaitValueEq, ~(uint64_t)0), hipErrorInvalidValue);
+  CHECK_RESULT(hipStreamWriteValue32(destroyed, word, 1, 0), hipErrorInvalidValue);
+  CHECK_RESULT(hipStreamWriteValue64(destroyed, word, 1, 0), hipErrorInvalidValue);
+  CHECK_RESULT(hipMallocAsync(&pooled, 256, destroyed), hipErrorInvalidValue);
+  CHECK(pooled == NULL);
+  CHECK_RESULT(hipDeviceGetDefaultMemPool(&pool, 0), hipSuccess);
+  CHECK_RESULT(hipMallocFromPoolAsync(&pooled, 256, pool, destroyed), hipErrorInvalidValue);
+  CHECK(pooled == NULL);
+  CHECK_RESULT(hipMallocAsync(&pooled, 256, NULL), hipSuccess);
+  CHECK_RESULT(hipFreeAsync(pooled, destroyed), hipErrorInvalidValue);
+  CHECK_RESULT(hipFreeAsync(pooled, NULL), hipSuccess);
   CHECK_RESULT(hipDeviceSynchronize(), hipSuccess);
   CHECK(record.calls == 0);
+  CHECK_RESULT(hipMemcpy(&written, word, sizeof written, hipMemcpyDefault), hipSuccess);
+  CHECK(written == 0);
+  CHECK_RESULT(hipFree(word), hipSuccess);
 
   CHECK_RESULT(hipEventDestroy(event), hipSuccess);
   CHECK_RESULT(hipStreamDestroy(nonblocking), hipSuccess);
