@@ -350,6 +350,69 @@ TEST_CASE("a wait queued before its event is recorded again waits for that recor
   CHECK(hipFree(buffer) == hipSuccess);
 }
 
+// A record queued behind host work of its stream (a wait for a word of application memory, which
+// every backend waits for on the stream's host thread) reaches the device only once that work is
+// done: after a later record of the same event went straight onto another stream's queue. The event
+// stands for the later record all the same.
+TEST_CASE("a record held back behind host work does not take the event from a later record: waits") {
+  LeakCheck leaks;
+  hipStream_t held = make_stream(hipStreamNonBlocking);
+  hipStream_t later = make_stream(hipStreamNonBlocking);
+  hipStream_t waiter = make_stream(hipStreamNonBlocking);
+  for (const unsigned flags : {hipEventDefault, hipEventDisableTiming}) {
+    CAPTURE(flags);
+    alignas(8) std::uint32_t host_word = 0;
+    Gate before_held_record;  // opened only by the waiter, after its wait
+    Gate before_later_record;
+    hipEvent_t event = make_event(flags);
+    REQUIRE(hipStreamWaitValue32(held, &host_word, 1, hipStreamWaitValueEq, 0xFFFFFFFFU) == hipSuccess);
+    before_held_record.block(held);
+    REQUIRE(hipEventRecord(event, held) == hipSuccess);
+    before_later_record.block(later);
+    REQUIRE(hipEventRecord(event, later) == hipSuccess);  // the latest record
+    __atomic_store_n(&host_word, 1U, __ATOMIC_SEQ_CST);
+    std::this_thread::sleep_for(50ms);  // the held stream's thread puts its record on the device meanwhile
+    REQUIRE(hipStreamWaitEvent(waiter, event, 0) == hipSuccess);
+    REQUIRE(hipStreamWriteValue32(waiter, before_held_record.word(), 1, 0) == hipSuccess);
+    before_later_record.open();
+    // Waiting for the held record instead, the waiter would wait for the gate it opens itself.
+    CHECK(eventually([&] { return hipStreamQuery(waiter) == hipSuccess; }));
+    before_held_record.open();
+    CHECK(hipStreamSynchronize(held) == hipSuccess);
+    CHECK(hipEventDestroy(event) == hipSuccess);
+  }
+  CHECK(hipStreamDestroy(held) == hipSuccess);
+  CHECK(hipStreamDestroy(later) == hipSuccess);
+  CHECK(hipStreamDestroy(waiter) == hipSuccess);
+}
+
+TEST_CASE("a record held back behind host work does not take the event from a later record: elapsed time") {
+  LeakCheck leaks;
+  hipStream_t held = make_stream(hipStreamNonBlocking);
+  hipStream_t later = make_stream(hipStreamNonBlocking);
+  alignas(8) std::uint32_t host_word = 0;
+  hipEvent_t start = make_event();
+  hipEvent_t stop = make_event();
+  REQUIRE(hipStreamWaitValue32(held, &host_word, 1, hipStreamWaitValueEq, 0xFFFFFFFFU) == hipSuccess);
+  REQUIRE(hipEventRecord(stop, held) == hipSuccess);
+  REQUIRE(hipEventRecord(start, later) == hipSuccess);
+  REQUIRE(hipEventRecord(stop, later) == hipSuccess);  // the latest record, right after start
+  REQUIRE(hipEventSynchronize(stop) == hipSuccess);
+  float first = -1.0F;
+  REQUIRE(hipEventElapsedTime(&first, start, stop) == hipSuccess);
+  std::this_thread::sleep_for(200ms);
+  __atomic_store_n(&host_word, 1U, __ATOMIC_SEQ_CST);  // the earlier record of stop passes now
+  REQUIRE(hipStreamSynchronize(held) == hipSuccess);
+  float second = -1.0F;
+  REQUIRE(hipEventElapsedTime(&second, start, stop) == hipSuccess);
+  CHECK(second == first);
+  CHECK(second < 100.0F);
+  CHECK(hipEventDestroy(start) == hipSuccess);
+  CHECK(hipEventDestroy(stop) == hipSuccess);
+  CHECK(hipStreamDestroy(held) == hipSuccess);
+  CHECK(hipStreamDestroy(later) == hipSuccess);
+}
+
 TEST_CASE("destroyed and forged events are refused with hipErrorInvalidHandle") {
   LeakCheck leaks;
   hipStream_t stream = make_stream();

@@ -18,23 +18,24 @@ constexpr unsigned kKnownEventFlags = hipEventBlockingSync | hipEventDisableTimi
                                       hipEventDisableSystemFence | hipEventReleaseToDevice | hipEventReleaseToSystem;
 
 // On a device queue the record is the queue's own timestamp, so elapsed times are device times.
-hipError_t record_on_queue(Runtime& runtime, Event& event, const std::shared_ptr<Stream>& where,
+hipError_t record_on_queue(Runtime& runtime, const std::shared_ptr<Event>& event, const std::shared_ptr<Stream>& where,
                            std::shared_ptr<EventMarker> marker) {
   const int device = where->traits().device;
-  marker->timestamp = event.timestamp_on(device, [&] {
-    return std::shared_ptr<hipxx::backend::Timestamp>{runtime.backend().create_timestamp(device, event.timing())};
+  marker->timestamp = event->timestamp_on(device, [&] {
+    return std::shared_ptr<hipxx::backend::Timestamp>{runtime.backend().create_timestamp(device, event->timing())};
   });
   if (!marker->timestamp) return hipErrorOutOfMemory;
   std::uint64_t sequence = 0;
   const hipError_t queued = runtime.streams().enqueue(
       *where,
-      [timestamp = marker->timestamp](hipxx::backend::Queue& queue, std::uint64_t /*sequence*/) {
-        return queue.record(*timestamp);
+      [event, timestamp = marker->timestamp, generation = marker->generation](hipxx::backend::Queue& queue,
+                                                                              std::uint64_t /*sequence*/) {
+        return event->record_unless_superseded(queue, *timestamp, generation);
       },
       [] { return hipErrorNotSupported; }, &sequence);
   if (queued != hipSuccess) return queued;
   marker->sequence = sequence;
-  event.set_marker(std::move(marker));
+  event->set_marker(std::move(marker));
   return hipSuccess;
 }
 
@@ -79,7 +80,8 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     if (!target || !where) return hipErrorInvalidHandle;
     if (target->shared()) return record_shared(runtime, target->shared(), *where);
     auto marker = std::make_shared<EventMarker>(where, where->traits().device);
-    if (where->queue() != nullptr) return record_on_queue(runtime, *target, where, std::move(marker));
+    marker->generation = target->next_generation();
+    if (where->queue() != nullptr) return record_on_queue(runtime, target, where, std::move(marker));
     // Nothing pending: the marker is reached the moment it is placed, with no trip through the queue.
     if (const std::optional<std::uint64_t> point = runtime.streams().completed_point(*where)) {
       marker->sequence = *point;

@@ -202,7 +202,17 @@ void SharedEventState::wait_for(std::uint64_t record) const {
 
 void Event::set_marker(std::shared_ptr<EventMarker> marker) {
   std::lock_guard lock{mutex_};
-  marker_ = std::move(marker);
+  if (!marker_ || marker->generation > marker_->generation) marker_ = std::move(marker);
+}
+
+hipError_t Event::record_unless_superseded(backend::Queue& queue, backend::Timestamp& timestamp,
+                                           std::uint64_t generation) {
+  std::lock_guard lock{record_mutex_};
+  // Superseded: the stream's own count still marks where the record was; nothing reads its time.
+  if (generation < newest_on_queue_) return hipSuccess;
+  const hipError_t recorded = queue.record(timestamp);
+  if (recorded == hipSuccess) newest_on_queue_ = generation;
+  return recorded;
 }
 
 std::shared_ptr<EventMarker> Event::marker() const {

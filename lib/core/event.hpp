@@ -52,6 +52,8 @@ struct EventMarker {
   // Set where the stream has a device queue: the event's own device timestamp, recorded there. It
   // stands for the event's latest record, which is this marker for as long as the event shows it.
   std::shared_ptr<backend::Timestamp> timestamp;
+  // Which of the event's records this is, in the order hipEventRecord took them.
+  std::uint64_t generation = 0;
 };
 
 // The records of an interprocess event, in a memfd that each process holding the event maps. A
@@ -132,8 +134,18 @@ class Event {
   // Set for an interprocess event, made here or opened from another process's handle.
   [[nodiscard]] const std::shared_ptr<SharedEventState>& shared() const noexcept { return shared_; }
 
+  // The number of the next record, taken when hipEventRecord is called.
+  [[nodiscard]] std::uint64_t next_generation() noexcept { return generations_.fetch_add(1) + 1; }
+  // Shows `marker` unless a later record is shown already (two threads recording at once).
   void set_marker(std::shared_ptr<EventMarker> marker);
   [[nodiscard]] std::shared_ptr<EventMarker> marker() const;
+  // Records record `generation` in `timestamp` on `queue`, unless a later record of the event is on
+  // a device queue already. A record held back behind a stream's host work reaches its queue when
+  // that work is done, possibly after a later record went straight onto another stream's queue:
+  // recorded then, it would take the timestamp back from the later record, and the event's waits
+  // and elapsed times would follow the earlier one.
+  [[nodiscard]] hipError_t record_unless_superseded(backend::Queue& queue, backend::Timestamp& timestamp,
+                                                    std::uint64_t generation);
   // The event's device timestamp on `device`, made by `make` the first time (or after a record on
   // another device). Null if `make` fails.
   template <class Make>
@@ -157,6 +169,10 @@ class Event {
   std::shared_ptr<EventMarker> marker_;
   std::shared_ptr<backend::Timestamp> timestamp_;
   int timestamp_device_ = -1;
+  std::atomic<std::uint64_t> generations_{0};
+  // Held across the driver's record, so that two records reach their queues in the order checked.
+  std::mutex record_mutex_;
+  std::uint64_t newest_on_queue_ = 0;
 };
 
 class EventRegistry {
