@@ -2267,3 +2267,47 @@ TEST_CASE("a synchronous copy that fails reports its failure once: the null stre
   CHECK(hipFree(other) == hipSuccess);
   CHECK(hipStreamDestroy(blocking) == hipSuccess);
 }
+
+namespace {
+void sleep_200ms(void* /*unused*/) { std::this_thread::sleep_for(200ms); }
+void wait_until_released(void* released) {
+  while (!static_cast<std::atomic<bool>*>(released)->load()) std::this_thread::sleep_for(1ms);
+}
+}  // namespace
+
+// A synchronize waits for the work queued before it is called. Work another thread queues while it
+// waits is not its to wait for: here that work waits for the synchronizing thread, which would
+// then never return (the check lets it go after 5 s).
+TEST_CASE("null-stream and device synchronize wait for the work queued before them, not for work queued meanwhile") {
+  LeakCheck leaks;
+  hipStream_t blocking = make_stream();
+  std::function<hipError_t()> synchronize;
+  SUBCASE("hipStreamSynchronize of the null stream") {
+    synchronize = [] { return hipStreamSynchronize(nullptr); };
+  }
+  SUBCASE("hipDeviceSynchronize") {
+    synchronize = [] { return hipDeviceSynchronize(); };
+  }
+  std::atomic<bool> released{false};
+  std::atomic<bool> returned{false};
+  REQUIRE(hipLaunchHostFunc(nullptr, sleep_200ms, nullptr) == hipSuccess);
+  std::thread other([&] {
+    std::this_thread::sleep_for(100ms);
+    CHECK(hipLaunchHostFunc(blocking, wait_until_released, &released) == hipSuccess);
+  });
+  std::thread backstop([&] {
+    for (int waited = 0; waited < 5000 && !returned; ++waited) std::this_thread::sleep_for(1ms);
+    released = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(synchronize() == hipSuccess);
+  const auto took = std::chrono::steady_clock::now() - start;
+  returned = true;
+  CHECK(took < 3s);
+  CHECK_FALSE(released.load());  // the synchronize returned before anything let the later work go
+  released = true;
+  other.join();
+  backstop.join();
+  CHECK(hipStreamSynchronize(blocking) == hipSuccess);
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+}

@@ -270,41 +270,57 @@ bool StreamRegistry::enqueue_wait(Stream& stream, const std::shared_ptr<Stream>&
   return true;
 }
 
+namespace {
+// A stream and the end of the work queued on it when a synchronize began: the synchronize waits
+// for that work, not for what other threads queue meanwhile (which may wait for this thread).
+struct TailAtStart {
+  std::shared_ptr<Stream> stream;
+  std::uint64_t tail;
+};
+
+void add_tail(std::vector<TailAtStart>& tails, std::shared_ptr<Stream> stream) {
+  const std::uint64_t tail = stream->tail();
+  tails.push_back({.stream = std::move(stream), .tail = tail});
+}
+}  // namespace
+
 void StreamRegistry::synchronize(Stream& stream) {
   if (!stream.traits().is_null) {
     stream.synchronize();
     return;
   }
-  std::vector<std::shared_ptr<Stream>> blocking;
+  std::vector<TailAtStart> blocking;
+  const std::uint64_t own = stream.tail();
   {
     std::lock_guard lock{mutex_};
-    blocking = blocking_streams_locked(stream.traits().device);
+    for (std::shared_ptr<Stream>& other : blocking_streams_locked(stream.traits().device)) {
+      add_tail(blocking, std::move(other));
+    }
   }
-  stream.synchronize();
-  for (const std::shared_ptr<Stream>& other : blocking) other->synchronize();
+  stream.wait_for(own);
+  for (const TailAtStart& other : blocking) other.stream->wait_for(other.tail);
 }
 
 hipError_t StreamRegistry::synchronize_device(int device) {
-  std::vector<std::shared_ptr<Stream>> all;
-  Stream* null_stream = nullptr;
+  std::vector<TailAtStart> all;
   {
     std::lock_guard lock{mutex_};
+    if (Stream* const null_stream = null_streams_.at(static_cast<std::size_t>(device)).get()) {
+      add_tail(all, std::shared_ptr<Stream>{std::shared_ptr<Stream>{}, null_stream});  // lives for the process
+    }
     for (const auto& [id, stream] : streams_) {
-      if (stream->traits().device == device) all.push_back(stream);
+      if (stream->traits().device == device) add_tail(all, stream);
     }
     for (const std::weak_ptr<Stream>& retired : retiring_) {
       std::shared_ptr<Stream> stream = retired.lock();
-      if (stream && stream->traits().device == device) all.push_back(std::move(stream));
+      if (stream && stream->traits().device == device) add_tail(all, std::move(stream));
     }
-    null_stream = null_streams_.at(static_cast<std::size_t>(device)).get();
   }
   hipError_t failure = hipSuccess;
-  const auto wait_for = [&](Stream& stream) {
-    stream.synchronize();
-    if (failure == hipSuccess) failure = stream.status();
-  };
-  if (null_stream != nullptr) wait_for(*null_stream);
-  for (const std::shared_ptr<Stream>& stream : all) wait_for(*stream);
+  for (const TailAtStart& stream : all) {
+    stream.stream->wait_for(stream.tail);
+    if (failure == hipSuccess) failure = stream.stream->status();
+  }
   return failure;
 }
 
