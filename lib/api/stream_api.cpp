@@ -11,7 +11,6 @@
 #include <vector>
 
 using hipxx::api::guarded;
-using hipxx::api::guarded_stream_as_value;
 using hipxx::core::Runtime;
 using hipxx::core::Stream;
 using hipxx::core::StreamTraits;
