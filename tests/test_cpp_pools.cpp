@@ -76,6 +76,22 @@ bool drains_within(StreamRef stream, std::chrono::milliseconds limit) {
 
 }  // namespace
 
+namespace {
+struct alignas(512) OverAligned {
+  int value;
+};
+template <class T>
+concept pool_array_of = requires(hipxx::StreamRef stream, hipxx::MemPoolRef pool) {
+  hipxx::allocate_async<T>(1, stream);
+  pool.allocate<T>(1, stream);
+};
+}  // namespace
+
+// Pool blocks are 256-byte aligned, as HIP promises: a more strictly aligned element type would be
+// handed a misaligned pointer, so typed pool allocations refuse it at compile time.
+static_assert(pool_array_of<int> && pool_array_of<std::max_align_t>);
+static_assert(!pool_array_of<OverAligned>);
+
 TEST_CASE("pool vocabulary types: owners move, references copy") {
   static_assert(!std::is_copy_constructible_v<MemPool> && std::is_nothrow_move_constructible_v<MemPool>);
   static_assert(!std::is_copy_constructible_v<PoolAllocation> && std::is_nothrow_move_constructible_v<PoolAllocation>);

@@ -856,7 +856,34 @@ TEST_CASE("ManagedBuffer: views come from named buffers only, never from a tempo
   static_assert(gives_element<Buffer&> && !gives_element<Buffer> && !gives_element<Buffer const>);
   static_assert(gives_range<Buffer const&> && !gives_range<Buffer> && !gives_range<Buffer const>);
   static_assert(requires { std::declval<Buffer>().size(); });
+  // std::span<int const> takes a temporary range whose elements it makes const: refused here, while
+  // a named buffer converts as any contiguous range does.
+  static_assert(!std::is_convertible_v<Buffer, std::span<int const>>);
+  static_assert(!std::is_convertible_v<Buffer const, std::span<int const>>);
+  static_assert(std::is_convertible_v<Buffer&, std::span<int const>>);
+  static_assert(std::is_convertible_v<Buffer const&, std::span<int>>);
+  auto named = Buffer::create(4).value();
+  named[3] = 9;
+  std::span<int const> const view = named;
+  CHECK(view.size() == 4);
+  CHECK(view[3] == 9);
 }
+
+namespace {
+struct alignas(512) OverAligned {
+  int value;
+};
+template <class T>
+concept managed_buffer_of = requires {
+  ManagedBuffer<T>::create(1);
+};
+}  // namespace
+
+// HIP promises allocations 256-byte alignment, no more: a more strictly aligned element type would be
+// handed a misaligned pointer, so it is refused at compile time.
+static_assert(managed_buffer_of<int> && managed_buffer_of<std::max_align_t>);
+static_assert(!managed_buffer_of<OverAligned>);
+static_assert(!hipxx::device_allocatable<OverAligned> && hipxx::device_storable<OverAligned>);
 
 TEST_CASE("ManagedBuffer: create, host span, hipMemcpy, free") {
   stest::LeakCheck leaks;

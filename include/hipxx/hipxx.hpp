@@ -6,6 +6,7 @@
 #include <hipxx/callback.hpp>
 #include <hipxx/copy.hpp>
 #include <hipxx/device.hpp>
+#include <hipxx/device_allocatable.hpp>
 #include <hipxx/device_storable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/event.hpp>

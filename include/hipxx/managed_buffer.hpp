@@ -12,7 +12,7 @@
 #pragma once
 
 #include <hipxx/device.hpp>
-#include <hipxx/device_storable.hpp>
+#include <hipxx/device_allocatable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/mem_pool.hpp>  // detail::array_bytes
 #include <hipxx/stream.hpp>
@@ -237,7 +237,7 @@ class ManagedRange : public detail::ManagedRangeOperations<ManagedRange> {
   std::size_t bytes_;
 };
 
-template <device_storable T>
+template <device_allocatable T>
 class ManagedBuffer : public detail::ManagedRangeOperations<ManagedBuffer<T>> {
  public:
   using value_type = T;
@@ -301,6 +301,13 @@ class ManagedBuffer : public detail::ManagedRangeOperations<ManagedBuffer<T>> {
   void begin() const&& = delete;
   [[nodiscard]] T* end() const& noexcept { return data_ + count_; }
   void end() const&& = delete;
+  // std::span<T const> takes any contiguous range, a temporary one too where its elements are const,
+  // and reads it through a name of its own, past the deleted overloads above. This makes that
+  // conversion ambiguous, so `std::span<T const> s = create(n).value();` (or such a temporary
+  // passed for a span parameter) does not compile; the direct form `std::span<T const> s{...}` still
+  // does, and still dangles.
+  operator std::span<T const>() && = delete;
+  operator std::span<T const>() const&& = delete;
 
   // The whole buffer as a range, and `count` elements from `first` (hipErrorInvalidValue where they
   // do not fit). Advice on a sub-range applies to whole pages: the runtime rounds it out.

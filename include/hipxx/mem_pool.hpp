@@ -18,7 +18,7 @@
 
 #include <hipxx/access.hpp>
 #include <hipxx/device.hpp>
-#include <hipxx/device_storable.hpp>
+#include <hipxx/device_allocatable.hpp>
 #include <hipxx/error.hpp>
 #include <hipxx/physical_allocation.hpp>
 #include <hipxx/stream.hpp>
@@ -172,7 +172,7 @@ class PoolAllocation {
 };
 
 // Pool memory for `size()` elements of T. The memory is uninitialised, as from hipMallocAsync.
-template <device_storable T>
+template <device_allocatable T>
 class PoolArray {
  public:
   using value_type = T;
@@ -232,7 +232,7 @@ template <class T>
 
 // `count` elements of T. A count whose size in bytes overflows is hipErrorOutOfMemory: no pool could
 // ever hold it.
-template <device_storable T>
+template <device_allocatable T>
 [[nodiscard]] result<PoolArray<T>> allocate_async(std::size_t count, StreamRef stream) noexcept {
   std::size_t bytes = 0;
   if (!detail::array_bytes<T>(count, &bytes)) {
@@ -378,7 +378,7 @@ class MemPoolOperations {
   }
 
   // `count` elements of T: with a type, the size is a count, as in allocate_async<T>.
-  template <device_storable T>
+  template <device_allocatable T>
   [[nodiscard]] result<PoolArray<T>> allocate(std::size_t count, StreamRef stream) const noexcept {
     std::size_t bytes = 0;
     if (!detail::array_bytes<T>(count, &bytes)) {
