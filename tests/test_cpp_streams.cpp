@@ -32,6 +32,18 @@
 using namespace hipxx;
 using namespace std::chrono_literals;
 
+// copy_async's source: a span or a named container, never a temporary container, which is gone at
+// the end of the statement while the copy waits for the stream.
+template <class Source>
+concept async_copy_source = requires(std::span<int> destination, Source&& source, hipxx::StreamRef stream) {
+  hipxx::copy_async(destination, std::forward<Source>(source), stream);
+};
+static_assert(async_copy_source<std::vector<int>&> && async_copy_source<std::vector<int> const&>);
+static_assert(async_copy_source<std::span<int const>> && async_copy_source<std::span<int>>);
+static_assert(!async_copy_source<std::vector<int>> && !async_copy_source<std::array<int, 4>>);
+// The synchronous copy is done before the temporary goes.
+static_assert(requires(std::span<int> destination) { hipxx::copy(destination, std::vector<int>(4)); });
+
 namespace {
 
 // Word-sized device memory meant for stream wait/write value, freed with the owner.

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ranges>
 #include <span>
 #include <type_traits>
 
@@ -31,6 +32,14 @@ template <device_storable T, std::size_t Extent>
   return check(
       hipMemcpyAsync(destination.data(), source.data(), source.size_bytes(), hipMemcpyDefault, stream.native()));
 }
+
+// A temporary container as the source: it is gone at the end of the statement, before the stream
+// copies from it. (A span, which borrows, and a named container pass.)
+template <device_storable T, std::size_t Extent, std::ranges::contiguous_range Source>
+requires(!std::is_lvalue_reference_v<Source> &&
+         !std::ranges::borrowed_range<Source>) result<void> copy_async(std::span<T, Extent> destination,
+                                                                       Source&& source, StreamRef stream)
+= delete;
 
 // The same, done when this returns (hipMemcpy: after earlier work on the null stream).
 template <device_storable T, std::size_t Extent>
