@@ -373,9 +373,9 @@ TEST_CASE("a pointer spanning two chunks, and one exported after the pool mapped
   CHECK(peer.mismatches(small_slot, 0, 256, 3) == 0);
   CHECK(peer.on_slot(Op::reserved_bytes, imported_pool).value == chunk);
 
-  // Carved right after `small`: it runs from chunk 0 into chunk 1, which the pool maps only now,
-  // after the peer imported the pool.
-  void* const spanning = pool.allocate(chunk);
+  // Carved right after `small`: it runs from chunk 0 well into chunk 1, which the pool maps only
+  // now, after the peer imported the pool.
+  void* const spanning = pool.allocate(chunk + 16 * kKiB);
   CHECK(pool.reserved() == 2 * chunk);
   std::size_t const boundary = chunk - (static_cast<unsigned char*>(spanning) - static_cast<unsigned char*>(small));
   fill(spanning, boundary - 8 * kKiB, 16 * kKiB, 4);

@@ -218,6 +218,62 @@ TEST_CASE("hipMallocAsync/hipFreeAsync refusals") {
   CHECK(hipStreamDestroy(stream) == hipSuccess);
 }
 
+// A pool's blocks lie side by side in its mappings: a copy or fill that ran past its allocation would
+// write into the next one, as it would for hipMalloc memory, which is refused likewise.
+TEST_CASE("copies and fills of pool memory stay within the allocation they start in") {
+  LeakCheck leaks;
+  TrimDefaultPools trim;
+  hipStream_t stream = make_stream();
+  const hipMemPool_t named = make_pool();
+  for (const hipMemPool_t pool : {hipMemPool_t{nullptr}, named}) {
+    CAPTURE(pool == nullptr);
+    const auto allocate = [&](std::size_t bytes) {
+      void* ptr = nullptr;
+      REQUIRE((pool == nullptr ? hipMallocAsync(&ptr, bytes, stream)
+                               : hipMallocFromPoolAsync(&ptr, bytes, pool, stream)) == hipSuccess);
+      return static_cast<unsigned char*>(ptr);
+    };
+    unsigned char* const first = allocate(256);
+    unsigned char* const second = allocate(256);
+    REQUIRE(second == first + 256);  // carved side by side
+    REQUIRE(hipMemsetAsync(second, 0x11, 256, stream) == hipSuccess);
+    std::vector<unsigned char> host(512, 0xAB);
+    CHECK(hipMemset(first, 0x22, 512) == hipErrorInvalidValue);
+    CHECK(hipMemsetAsync(first, 0x22, 257, stream) == hipErrorInvalidValue);
+    CHECK(hipMemcpy(first, host.data(), 512, hipMemcpyHostToDevice) == hipErrorInvalidValue);
+    CHECK(hipMemcpyAsync(first + 128, host.data(), 129, hipMemcpyHostToDevice, stream) == hipErrorInvalidValue);
+    CHECK(hipMemcpy(host.data(), first + 1, 256, hipMemcpyDeviceToHost) == hipErrorInvalidValue);  // reads too
+    CHECK(hipMemcpyAsync(second, first, 257, hipMemcpyDeviceToDevice, stream) == hipErrorInvalidValue);
+    // Within: interior ranges, to the last byte.
+    CHECK(hipMemsetAsync(first + 128, 0x33, 128, stream) == hipSuccess);
+    CHECK(hipMemcpy(host.data(), first + 255, 1, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(host[0] == 0x33);
+    REQUIRE(hipMemcpy(host.data(), second, 256, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(std::all_of(host.begin(), host.begin() + 256, [](unsigned char byte) { return byte == 0x11; }));
+
+    // A block larger than the look-back, over several pages of the pool's tables: ranges deep inside
+    // it are found through its notes, and the end still holds.
+    constexpr std::size_t kLarge = std::size_t{40} << 20;
+    unsigned char* const large = allocate(kLarge);
+    CHECK(hipMemsetAsync(large + (std::size_t{30} << 20), 0x44, std::size_t{10} << 20, stream) == hipSuccess);
+    CHECK(hipMemsetAsync(large + (std::size_t{30} << 20) + 4096, 0x44, std::size_t{10} << 20, stream) ==
+          hipErrorInvalidValue);
+    CHECK(hipMemcpy(host.data(), large + kLarge - 1, 1, hipMemcpyDeviceToHost) == hipSuccess);
+    CHECK(host[0] == 0x44);
+    CHECK(hipMemcpy(host.data(), large + kLarge - 1, 2, hipMemcpyDeviceToHost) == hipErrorInvalidValue);
+
+    // Freed memory of the pool is no allocation's: refused, as a freed hipMalloc pointer is.
+    CHECK(hipFreeAsync(second, stream) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(hipMemset(second, 0, 256) == hipErrorInvalidValue);
+    CHECK(hipFreeAsync(large, stream) == hipSuccess);
+    CHECK(hipFreeAsync(first, stream) == hipSuccess);
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  }
+  CHECK(hipMemPoolDestroy(named) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+}
+
 TEST_CASE("hipMallocFromPoolAsync draws from the named pool, on any device's stream" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

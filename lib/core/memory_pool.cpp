@@ -67,13 +67,48 @@ std::optional<std::uintptr_t> take_newest(StreamFreeList& list, std::size_t size
 
 LiveGranules::LiveGranules(std::size_t virtual_bytes)
     : owned_(round_up(virtual_bytes, kPageSlots << kGranuleShift) >> (kGranuleShift + kPageShift)),
-      published_(owned_.size()) {}
+      published_(owned_.size()),
+      owned_notes_(owned_.size()),
+      published_notes_(owned_.size()) {}
 
-void LiveGranules::prepare(std::uintptr_t offset) {
-  const std::size_t page = offset >> (kGranuleShift + kPageShift);
-  if (owned_[page]) return;
-  owned_[page] = std::make_unique<Slot[]>(kPageSlots);  // value-initialised: nothing live
-  published_[page].store(owned_[page].get(), std::memory_order_release);
+void LiveGranules::prepare(std::uintptr_t offset, std::size_t bytes) {
+  constexpr std::size_t kPageBits = kGranuleShift + kPageShift;
+  const std::size_t first = offset >> kPageBits;
+  if (!owned_[first]) {
+    owned_[first] = std::make_unique<Slot[]>(kPageSlots);  // value-initialised: nothing live
+    published_[first].store(owned_[first].get(), std::memory_order_release);
+  }
+  const std::size_t last = (offset + std::max<std::size_t>(bytes, 1) - 1) >> kPageBits;
+  for (std::size_t page = first; page <= last && page < owned_notes_.size(); ++page) {
+    if (owned_notes_[page]) continue;
+    owned_notes_[page] = std::make_unique<SpanNote[]>(kPageSpans);
+    published_notes_[page].store(owned_notes_[page].get(), std::memory_order_release);
+  }
+}
+
+LiveGranules::SpanNote* LiveGranules::span_note(std::uintptr_t offset) const noexcept {
+  const std::size_t span = offset >> kSpanShift;
+  const std::size_t page = span / kPageSpans;
+  if (page >= published_notes_.size()) return nullptr;
+  SpanNote* const notes = published_notes_[page].load(std::memory_order_acquire);
+  return notes == nullptr ? nullptr : &notes[span % kPageSpans];
+}
+
+std::optional<LiveGranules::Held> LiveGranules::nearest_at_or_before(std::uintptr_t offset) const noexcept {
+  constexpr std::uintptr_t kGranule = std::uintptr_t{1} << kGranuleShift;
+  const std::uintptr_t granule_start = offset & ~(kGranule - 1);
+  constexpr std::size_t kLookBack = std::size_t{1} << (kSpanShift - kGranuleShift);
+  for (std::size_t back = 0; back < kLookBack && back * kGranule <= granule_start; ++back) {
+    const std::uintptr_t start = granule_start - back * kGranule;
+    if (const std::optional<std::size_t> size_class = find(start)) return Held{start, *size_class};
+  }
+  // Nothing starts within a span's length before: only a block that covers the span's start can.
+  const SpanNote* const note = span_note(offset);
+  const std::uint64_t noted = note == nullptr ? 0 : note->load(std::memory_order_acquire);
+  if (noted == 0) return std::nullopt;
+  const auto start = static_cast<std::uintptr_t>(noted - 1) << kGranuleShift;
+  if (const std::optional<std::size_t> size_class = find(start)) return Held{start, *size_class};
+  return std::nullopt;
 }
 
 LiveGranules::Slot* LiveGranules::slot(std::uintptr_t offset) const noexcept {
@@ -86,7 +121,13 @@ LiveGranules::Slot* LiveGranules::slot(std::uintptr_t offset) const noexcept {
   return slots == nullptr ? nullptr : &slots[granule & (kPageSlots - 1)];
 }
 
-void LiveGranules::mark(std::uintptr_t offset, std::size_t size_class) noexcept {
+void LiveGranules::mark(std::uintptr_t offset, std::size_t size_class, std::size_t bytes) noexcept {
+  constexpr std::uintptr_t kSpan = std::uintptr_t{1} << kSpanShift;
+  const std::uint64_t noted = (offset >> kGranuleShift) + 1;
+  for (std::uintptr_t span = (offset | (kSpan - 1)) + 1; span < offset + bytes; span += kSpan) {
+    span_note(span)->store(noted, std::memory_order_relaxed);
+  }
+  // The release publishes the notes with the block.
   slot(offset)->store(static_cast<std::uint16_t>(size_class + 1), std::memory_order_release);
 }
 
@@ -214,7 +255,7 @@ hipError_t MemoryPool::allocate(std::size_t bytes, const std::shared_ptr<Stream>
     }
     offset = found;
   }
-  live_.mark(*offset, size_class);
+  live_.mark(*offset, size_class, block_bytes(size_class));
   usage_.add(block_bytes(size_class));
   grant->address = base_ + *offset;
   return hipSuccess;
@@ -407,7 +448,7 @@ hipError_t MemoryPool::carve(std::size_t bytes, std::uintptr_t* offset) {
   const auto hole = holes_by_size_.lower_bound({bytes, 0});
   if (hole == holes_by_size_.end()) return hipErrorOutOfMemory;
   const auto [hole_bytes, hole_offset] = *hole;
-  live_.prepare(hole_offset);
+  live_.prepare(hole_offset, bytes);
   if (const hipError_t error = chunks_.add(
           hole_offset, bytes, [this](std::size_t chunk) { return map_chunk(chunk); },
           [this](std::size_t chunk) { unmap_chunk(chunk); });
@@ -650,6 +691,13 @@ bool MemoryPool::is_live(std::uintptr_t address) const {
 std::size_t MemoryPool::live_bytes(std::uintptr_t address) const {
   const std::optional<std::size_t> size_class = owns(address) ? live_.find(address - base_) : std::nullopt;
   return size_class ? block_bytes(*size_class) : 0;
+}
+
+bool MemoryPool::within_one_allocation(std::uintptr_t address, std::size_t bytes) const noexcept {
+  if (!owns(address) || bytes > virtual_bytes_ - (address - base_)) return false;
+  const std::uintptr_t offset = address - base_;
+  const std::optional<LiveGranules::Held> held = live_.nearest_at_or_before(offset);
+  return held && offset + bytes <= held->start + block_bytes(held->size_class);
 }
 
 std::size_t MemoryPool::live_allocations() const {

@@ -73,29 +73,48 @@ class SpinLock {
 // changed with atomics, so a free is checked (live, not interior, not freed twice) without a lock.
 // The table comes in pages, each made under the pool's lock when a block is first carved in its
 // range and kept for the pool's life: readers never see one go away.
+//
+// To find the allocation that holds an address inside it (a copy's bounds), a block also notes its
+// start in each 64 KiB span whose first byte it covers past its own start. A block that starts
+// within 64 KiB before an address is found by a look back over the granules; one that starts
+// further back covers the start of the address's span, and is found there. A note outlives its
+// block, so what it names is checked against the granules.
 class LiveGranules {
  public:
   explicit LiveGranules(std::size_t virtual_bytes);
 
-  // Under the pool's lock, before the first mark() of a block starting in `offset`'s page.
-  void prepare(std::uintptr_t offset);
-  void mark(std::uintptr_t offset, std::size_t size_class) noexcept;
+  // Under the pool's lock, before the first mark() of a block of `bytes` at `offset`.
+  void prepare(std::uintptr_t offset, std::size_t bytes);
+  void mark(std::uintptr_t offset, std::size_t size_class, std::size_t bytes) noexcept;
   // Ends the allocation starting at `offset`: its size class, or nothing when none is live there.
   [[nodiscard]] std::optional<std::size_t> take(std::uintptr_t offset) noexcept;
   [[nodiscard]] std::optional<std::size_t> find(std::uintptr_t offset) const noexcept;
+  struct Held {
+    std::uintptr_t start = 0;
+    std::size_t size_class = 0;
+  };
+  // The live allocation that starts nearest at or before `offset`: the one that holds `offset`, if
+  // any does (the caller checks its extent; no other can, since live blocks do not overlap).
+  [[nodiscard]] std::optional<Held> nearest_at_or_before(std::uintptr_t offset) const noexcept;
   // Slow: walks every table.
   [[nodiscard]] std::size_t count() const noexcept;
 
  private:
   using Slot = std::atomic<std::uint16_t>;  // 0: not live; otherwise size class + 1
+  using SpanNote = std::atomic<std::uint64_t>;  // 0: none; otherwise the noting block's granule + 1
   static constexpr std::size_t kGranuleShift = 8;  // 256 bytes, the smallest class and alignment
   static constexpr std::size_t kPageShift = 16;  // granules per page: 16 MiB of pool, 128 KiB of table
   static constexpr std::size_t kPageSlots = std::size_t{1} << kPageShift;
+  static constexpr std::size_t kSpanShift = 16;  // 64 KiB spans: 256 granules, 256 notes a page
+  static constexpr std::size_t kPageSpans = std::size_t{1} << (kGranuleShift + kPageShift - kSpanShift);
 
   [[nodiscard]] Slot* slot(std::uintptr_t offset) const noexcept;
+  [[nodiscard]] SpanNote* span_note(std::uintptr_t offset) const noexcept;
 
   std::vector<std::unique_ptr<Slot[]>> owned_;  // changed under the pool's lock
   std::vector<std::atomic<Slot*>> published_;  // the same pages, for lock-free readers
+  std::vector<std::unique_ptr<SpanNote[]>> owned_notes_;  // as owned_, for every page a block covers
+  std::vector<std::atomic<SpanNote*>> published_notes_;
 };
 
 // The blocks of one pool freed on one stream, newest last in each size class. `point` is the
@@ -178,6 +197,8 @@ class MemoryPool {
   [[nodiscard]] std::size_t virtual_bytes() const noexcept { return virtual_bytes_; }
   // The size a live allocation was given (its size class), or 0 when `address` is not one.
   [[nodiscard]] std::size_t live_bytes(std::uintptr_t address) const;
+  // Whether [address, address + bytes) lies within one live allocation (the block it was given).
+  [[nodiscard]] bool within_one_allocation(std::uintptr_t address, std::size_t bytes) const noexcept;
   // Set once hipMemPoolDestroy has unnamed the pool; it then lives only for its allocations.
   void orphan() noexcept { orphaned_.store(true, std::memory_order_release); }
   [[nodiscard]] bool orphaned() const noexcept { return orphaned_.load(std::memory_order_acquire); }

@@ -203,7 +203,14 @@ bool known_direction(hipMemcpyKind kind) noexcept {
 }
 }  // namespace
 
+bool Runtime::within_pool_allocation(const void* address, std::size_t bytes) const {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  const std::shared_ptr<MemoryPool> pool = pools_.owner_of(at);
+  return !pool || pool->within_one_allocation(at, bytes);
+}
+
 bool Runtime::accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed, int device) const {
+  if (!within_pool_allocation(address, bytes)) return false;
   std::shared_lock lock{mutex_};
   return address_space_.device_may_touch(reinterpret_cast<std::uintptr_t>(address), bytes, device, needed);
 }
@@ -275,6 +282,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
   if (!known_direction(kind)) return hipErrorInvalidMemcpyDirection;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  if (!within_pool_allocation(dst, bytes) || !within_pool_allocation(src, bytes)) return hipErrorInvalidValue;
   const int device = current_device();
   CopyOwners owners;
   {
@@ -289,7 +297,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
 
 hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return hipSuccess;
-  if (dst == nullptr) return hipErrorInvalidValue;
+  if (dst == nullptr || !within_pool_allocation(dst, bytes)) return hipErrorInvalidValue;
   const int device = current_device();
   const auto byte = static_cast<unsigned char>(value);
   MemoryOwner owner = MemoryOwner::application;
@@ -313,6 +321,7 @@ hipError_t Runtime::copy_async(void* dst, const void* src, std::size_t bytes, hi
   if (!target) return hipErrorInvalidHandle;
   if (bytes == 0) return hipSuccess;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  if (!within_pool_allocation(dst, bytes) || !within_pool_allocation(src, bytes)) return hipErrorInvalidValue;
   // The stream's device runs the copy, and copy_now checks for it again when it does: memory it
   // cannot reach is refused here rather than skipped there.
   const int stream_device = target->traits().device;
@@ -339,7 +348,7 @@ hipError_t Runtime::fill_async(void* dst, int value, std::size_t bytes, hipStrea
   const std::shared_ptr<Stream> target = streams_.resolve(stream, device);
   if (!target) return hipErrorInvalidHandle;
   if (bytes == 0) return hipSuccess;
-  if (dst == nullptr) return hipErrorInvalidValue;
+  if (dst == nullptr || !within_pool_allocation(dst, bytes)) return hipErrorInvalidValue;
   // As for copies: checked for the device that runs the fill, which checks again when it does.
   const int stream_device = target->traits().device;
   MemoryOwner owner = MemoryOwner::application;

@@ -138,6 +138,11 @@ class alignas(64) Runtime {
   // Whether `device` may read (or write) `bytes` at `address`. Stream work is checked for the
   // stream's device, which runs it, not the caller's current device.
   [[nodiscard]] bool accessible(const void* address, std::size_t bytes, hipMemAccessFlags needed, int device) const;
+  // False where `address` lies in a pool of this process and the range leaves the allocation that
+  // holds it (or no allocation holds it): a copy or fill there would reach the pool's next block,
+  // which the pool's mappings alone do not show. Asked without the runtime's lock, which the pool
+  // registry's may not be taken under.
+  [[nodiscard]] bool within_pool_allocation(const void* address, std::size_t bytes) const;
   // Inside managed memory, which device queues may not wait on or write to (CUDA refuses it).
   [[nodiscard]] bool in_managed_memory(const void* address, std::size_t bytes) const {
     return managed_.covers(reinterpret_cast<std::uintptr_t>(address), bytes);
