@@ -13,6 +13,7 @@
 #include <hipxx/hipxx_ext.h>
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -266,6 +267,36 @@ TEST_CASE("hipMalloc and hipMallocManaged that run out of host memory leave no m
   }
   CHECK(hipMemset(memory, 0x3C, kBytes) == hipSuccess);
   CHECK(hipFree(memory) == hipSuccess);
+}
+
+// The host backend's device memory is memfds, which count against the process's limit on file
+// sizes: sizing one past it would send SIGXFSZ and end the process. A GPU has no such limit; the
+// allocation is refused as one the device cannot hold.
+TEST_CASE("host backend: allocations past the file size limit are hipErrorOutOfMemory, and the process lives" *
+          doctest::test_suite("host-only")) {
+  test_support::LeakCheck leaks;
+  constexpr std::size_t kPast = std::size_t{4} << 20;
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  rlimit lowered = saved;
+  lowered.rlim_cur = std::min<rlim_t>(rlim_t{1} << 20, saved.rlim_max);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lowered) == 0);
+  void* memory = nullptr;
+  const hipError_t plain = hipMalloc(&memory, kPast);
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location.type = hipMemLocationTypeDevice;
+  prop.location.id = 0;
+  hipMemGenericAllocationHandle_t handle{};
+  const hipError_t physical = hipMemCreate(&handle, kPast, &prop, 0);
+  void* within = nullptr;
+  const hipError_t small = hipMalloc(&within, std::size_t{64} << 10);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  CHECK(plain == hipErrorOutOfMemory);
+  CHECK(memory == nullptr);
+  CHECK(physical == hipErrorOutOfMemory);
+  CHECK(small == hipSuccess);
+  CHECK(hipFree(within) == hipSuccess);
 }
 
 TEST_CASE("stream work that cannot be queued for lack of memory leaves the stream able to finish") {

@@ -84,9 +84,12 @@ std::uintptr_t reserve_aligned(std::size_t size, std::size_t alignment) noexcept
 constexpr AddressArena::Shape kArenaShape{
     .chunk_size = std::size_t{64} << 30, .chunk_alignment = std::size_t{1} << 30, .largest = std::size_t{4} << 30};
 
+// EFBIG: a memfd past the file size limit; EFAULT: a page that could not be had while populating.
 hipError_t from_errno(int error) noexcept {
-  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE) ? hipErrorOutOfMemory
-                                                                                    : hipErrorInvalidValue;
+  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE || error == EFBIG ||
+          error == EFAULT)
+             ? hipErrorOutOfMemory
+             : hipErrorInvalidValue;
 }
 
 int protection_of(std::span<const AccessGrant> grants) noexcept {
@@ -182,6 +185,7 @@ class HostBackend final : public Backend {
   }
 
   hipError_t create_physical(int device, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
+    if (!host::within_file_size_limit(size)) return hipErrorOutOfMemory;
     const int fd = host::create_memfd(host::physical_memfd_name(device).data(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return from_errno(errno);
     void* parked = nullptr;

@@ -1,5 +1,6 @@
 #include "backend/host/memory_size.hpp"
 
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 
 #include <array>
@@ -41,23 +42,33 @@ std::uint64_t physical_memory() noexcept {
   return static_cast<std::uint64_t>(info.totalram) * info.mem_unit;
 }
 
-bool could_commit(std::size_t bytes) noexcept {
-  // A look at the free pages (sysinfo: about 2 us on a 4 KiB hipMalloc of 21 us) serves the next
-  // 50 ms for requests of up to half of what it saw: committing pages is far too slow to use up that
-  // much in that time.
-  static std::atomic<std::uint64_t> free_seen{0};
-  static std::atomic<std::int64_t> seen_at{0};
+bool CommitBudget::allow(std::size_t bytes, std::int64_t now_ns, Reading free_pages, Reading available) noexcept {
+  // A reading (sysinfo: about 2 us on a 4 KiB hipMalloc of 21 us) is worth keeping: committing
+  // pages is far too slow to use up half of what was free in 50 ms, and what passes is counted.
   constexpr std::int64_t kFreshFor = std::chrono::nanoseconds{std::chrono::milliseconds{50}}.count();
+  if (now_ns - seen_at_.load(std::memory_order_relaxed) < kFreshFor) {
+    const std::uint64_t passed = passed_since_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    if (passed >= bytes && passed <= free_seen_.load(std::memory_order_relaxed) / 2) return true;
+    passed_since_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  const std::uint64_t free = free_pages();
+  const bool enough = bytes <= free || bytes <= available();
+  free_seen_.store(free, std::memory_order_relaxed);
+  passed_since_.store(enough ? bytes : 0, std::memory_order_relaxed);
+  seen_at_.store(now_ns, std::memory_order_relaxed);
+  return enough;
+}
+
+bool could_commit(std::size_t bytes) noexcept {
+  static CommitBudget budget;
   const std::int64_t now =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - seen_at.load(std::memory_order_relaxed) < kFreshFor &&
-      bytes <= free_seen.load(std::memory_order_relaxed) / 2) {
-    return true;
-  }
-  const std::uint64_t free = free_memory();
-  free_seen.store(free, std::memory_order_relaxed);
-  seen_at.store(now, std::memory_order_relaxed);
-  return bytes <= free || bytes <= available_memory();
+  return budget.allow(bytes, now, free_memory, available_memory);
+}
+
+bool within_file_size_limit(std::size_t bytes) noexcept {
+  rlimit limit{};
+  return getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || bytes <= limit.rlim_cur;
 }
 
 }  // namespace hipxx::backend::host

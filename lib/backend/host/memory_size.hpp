@@ -2,8 +2,10 @@
 // memory is the machine's own.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace hipxx::backend::host {
 
@@ -19,5 +21,24 @@ namespace hipxx::backend::host {
 // what it lacks, so the host backend refuses it too. The free pages (one system call, its answer
 // reused for 50 ms) answer for most requests; /proc/meminfo is read only for those larger.
 [[nodiscard]] bool could_commit(std::size_t bytes) noexcept;
+
+// could_commit's bookkeeping, with its readings and clock given (tests give their own). A reading of
+// the free pages serves the next 50 ms for requests that, with those it passed since, come to at
+// most half of what it saw; any other request takes a new reading, and one larger than the free
+// pages asks MemAvailable too.
+class CommitBudget {
+ public:
+  using Reading = std::uint64_t (*)() noexcept;
+  [[nodiscard]] bool allow(std::size_t bytes, std::int64_t now_ns, Reading free_pages, Reading available) noexcept;
+
+ private:
+  std::atomic<std::uint64_t> free_seen_{0};
+  std::atomic<std::int64_t> seen_at_{std::numeric_limits<std::int64_t>::min() / 2};
+  std::atomic<std::uint64_t> passed_since_{0};
+};
+
+// Whether a memfd of `bytes` stays within the process's limit on file sizes (RLIMIT_FSIZE), which
+// memfds count against: sizing one past it sends SIGXFSZ, which ends the process unless handled.
+[[nodiscard]] bool within_file_size_limit(std::size_t bytes) noexcept;
 
 }  // namespace hipxx::backend::host

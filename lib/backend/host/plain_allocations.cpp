@@ -1,6 +1,7 @@
 #include "backend/host/plain_allocations.hpp"
 
 #include "backend/host/memfd.hpp"
+#include "backend/host/memory_size.hpp"
 #include "backend/host/page_population.hpp"
 #include "backend/named_memfd.hpp"
 #include "backend/page_size.hpp"
@@ -90,7 +91,7 @@ PlainAllocations::PlainAllocations(std::size_t limit, bool advise_huge_pages)
 
 hipError_t PlainAllocations::allocate(std::size_t size, void** out) {
   const std::size_t mapped = page_rounded(size);
-  if (mapped == 0 || mapped > limit_) return hipErrorOutOfMemory;
+  if (mapped == 0 || mapped > limit_ || !within_file_size_limit(mapped)) return hipErrorOutOfMemory;
   const std::uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
   const int fd = create_memfd(memfd_name(process_tag_, serial).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return from_errno(errno);
