@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "backend/backend.hpp"
+#include "backend/host/host_queue.hpp"
+#include "core/event.hpp"
 #include "core/memory_pool.hpp"
 #include "core/runtime.hpp"
 #include "support/descriptors.hpp"
@@ -35,6 +37,64 @@ using hipxx::core::Runtime;
 using test_support::open_fd_count;
 
 enum class Call { reserve, free_reservation, create, map, unmap, set_access, export_fd, import_fd, set_peer_access };
+
+// The host backend's stand-in device queue, which gives up when told to, as a CUDA stream does after
+// a fault that spoils its context: from then on it reports the fault, runs nothing more, and writes
+// no more progress.
+class GivingUpQueue final : public hipxx::backend::Queue {
+ public:
+  GivingUpQueue(std::unique_ptr<hipxx::backend::Queue> inner, const std::atomic<bool>& given_up)
+      : inner_(std::move(inner)), given_up_(given_up) {}
+
+  [[nodiscard]] std::uint64_t progress() const noexcept override { return inner_->progress(); }
+  hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
+    return given_up() ? hipSuccess : inner_->copy(dst, src, bytes);
+  }
+  hipError_t fill(void* dst, unsigned char value, std::size_t bytes) override {
+    return given_up() ? hipSuccess : inner_->fill(dst, value, bytes);
+  }
+  hipError_t write_word(void* address, std::size_t bytes, std::uint64_t value) override {
+    return given_up() ? hipSuccess : inner_->write_word(address, bytes, value);
+  }
+  hipError_t wait_word(const void* address, std::size_t bytes, const hipxx::backend::WordWait& wait) override {
+    return given_up() ? hipSuccess : inner_->wait_word(address, bytes, wait);
+  }
+  hipError_t wait_queue(Queue& other) override {
+    auto* const giving_up = dynamic_cast<GivingUpQueue*>(&other);
+    return given_up() ? hipSuccess : inner_->wait_queue(giving_up != nullptr ? *giving_up->inner_ : other);
+  }
+  hipError_t wait_timestamp(hipxx::backend::Timestamp& timestamp) override {
+    return given_up() ? hipSuccess : inner_->wait_timestamp(timestamp);
+  }
+  void complete(std::uint64_t sequence) noexcept override { inner_->complete(sequence); }
+  hipError_t prefetch(const void* ptr, std::size_t bytes, int device) override {
+    return given_up() ? hipSuccess : inner_->prefetch(ptr, bytes, device);
+  }
+  hipError_t record(hipxx::backend::Timestamp& timestamp) override {
+    return given_up() ? hipSuccess : inner_->record(timestamp);
+  }
+  hipError_t fault() override { return given_up() ? hipErrorLaunchFailure : inner_->fault(); }
+  bool abandoned() override { return given_up(); }
+  bool finished() override { return !given_up() && inner_->finished(); }
+  void wait_for_room() override { inner_->wait_for_room(); }
+
+ protected:
+  hipError_t write_mark(std::uint64_t sequence) override { return given_up() ? hipSuccess : inner_->mark(sequence); }
+  hipError_t queue_host_call(hipxx::backend::HostCall* call) override {
+    // A call the queue took is run once, as a driver runs a callback with the error of the fault.
+    if (given_up()) {
+      call->run(call, hipErrorLaunchFailure);
+      return hipSuccess;
+    }
+    return inner_->host_call(call, call->sequence);
+  }
+
+ private:
+  [[nodiscard]] bool given_up() const noexcept { return given_up_.load(std::memory_order_acquire); }
+
+  std::unique_ptr<hipxx::backend::Queue> inner_;
+  const std::atomic<bool>& given_up_;
+};
 
 // Forwards every call to a host backend, except the one it was told to fail, once; and counts the
 // physical allocations and mappings the backend holds, to show what the runtime leaves behind.
@@ -157,14 +217,23 @@ class FaultyBackend final : public Backend {
   // process's own runtime.
   std::unique_ptr<hipxx::backend::Queue> create_queue(int device, bool null_stream, bool blocking,
                                                       int priority) override {
+    if (giving_up_queues_) return std::make_unique<GivingUpQueue>(hipxx::backend::make_host_queue(*inner_), given_up_);
     return inner_->create_queue(device, null_stream, blocking, priority);
   }
-  [[nodiscard]] std::string queues_unavailable() const override { return inner_->queues_unavailable(); }
+  [[nodiscard]] std::string queues_unavailable() const override {
+    return giving_up_queues_ ? std::string{} : inner_->queues_unavailable();
+  }
+  // Device queues that give up once give_up() is called (set before the runtime is made).
+  void use_giving_up_queues() noexcept { giving_up_queues_ = true; }
+  void give_up() noexcept { given_up_.store(true, std::memory_order_release); }
   std::unique_ptr<hipxx::backend::Timestamp> create_timestamp(int device, bool timing) override {
     return inner_->create_timestamp(device, timing);
   }
 
  private:
+  bool giving_up_queues_ = false;
+  std::atomic<bool> given_up_{false};
+
   std::optional<hipError_t> injected(Call call) {
     if (failing_ != call) return std::nullopt;
     if (passing_-- > 0) return std::nullopt;
@@ -736,4 +805,39 @@ TEST_CASE("a pool access change the backend refuses at one chunk puts the chunks
   pool->trim_to(0);
   CHECK(faulty.backend->mappings() == 0);
   CHECK(faulty.backend->physical() == 0);
+}
+
+// A CUDA stream whose context a fault spoiled runs nothing more and never writes its progress word
+// again: queries of its stream and events must report the fault (as its synchronize does) rather
+// than hipErrorNotReady for ever. Here the host backend's stand-in queue gives up on request.
+TEST_CASE("a device queue the device gave up on: stream and event queries report its fault, waits end") {
+  auto made = std::make_unique<FaultyBackend>();
+  FaultyBackend& backend = *made;
+  backend.use_giving_up_queues();
+  Runtime runtime{std::move(made)};
+  REQUIRE(runtime.status() == hipSuccess);
+  hipStream_t handle = nullptr;
+  REQUIRE(runtime.streams().create(&handle, {.device = 0, .flags = hipStreamNonBlocking}) == hipSuccess);
+  const std::shared_ptr<hipxx::core::Stream> stream = runtime.streams().resolve(handle, 0);
+  REQUIRE(stream);
+  REQUIRE(stream->queue() != nullptr);
+  void* memory = nullptr;
+  REQUIRE(runtime.allocate(&memory, 4096) == hipSuccess);
+  REQUIRE(runtime.fill_async(memory, 1, 4096, handle) == hipSuccess);
+  stream->synchronize();
+  CHECK(stream->query() == hipSuccess);
+
+  backend.give_up();
+  REQUIRE(runtime.fill_async(memory, 2, 4096, handle) == hipSuccess);  // taken, and never run
+  hipxx::core::Event event{hipEventDisableTiming};
+  auto marker = std::make_shared<hipxx::core::EventMarker>(stream, 0);
+  marker->sequence = stream->tail();
+  event.set_marker(marker);
+  CHECK_FALSE(stream->reached(stream->tail()));
+  CHECK(stream->query() == hipErrorLaunchFailure);
+  CHECK(event.query() == hipErrorLaunchFailure);
+  stream->synchronize();  // ends at the fault
+  CHECK(event.synchronize() == hipErrorLaunchFailure);
+  CHECK(runtime.streams().destroy(handle) == hipSuccess);
+  CHECK(runtime.deallocate(memory) == hipSuccess);
 }

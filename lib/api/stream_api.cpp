@@ -236,8 +236,7 @@ hipError_t hipStreamQuery(hipStream_t stream) {
   return guarded([&](Runtime& runtime) {
     const std::shared_ptr<Stream> target = runtime.streams().resolve(stream, Runtime::current_device());
     if (!target) return hipErrorInvalidHandle;
-    // Finished work that failed is reported as hipStreamSynchronize reports it.
-    return target->idle() ? target->status() : hipErrorNotReady;
+    return target->query();
   });
 }
 

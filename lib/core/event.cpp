@@ -224,7 +224,8 @@ hipError_t Event::query() const {
   if (shared_) return shared_->reached(shared_->newest()) ? hipSuccess : hipErrorNotReady;
   const std::shared_ptr<EventMarker> current = marker();
   if (!current) return hipSuccess;  // never recorded: nothing to wait for
-  return current->reached() ? current->failure() : hipErrorNotReady;
+  // A record on a queue the device gave up on is never reached: the queue's fault is the answer.
+  return current->reached() || current->abandoned() ? current->failure() : hipErrorNotReady;
 }
 
 hipError_t Event::synchronize() const {

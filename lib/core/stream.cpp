@@ -235,6 +235,8 @@ std::uint64_t Stream::enqueue_wait(const std::shared_ptr<Stream>& other, std::ui
   return sequence;
 }
 
+bool Stream::abandoned() const { return queue_ && queue_->abandoned(); }
+
 bool Stream::reached(std::uint64_t sequence) const {
   if (queue_) return queue_->progress() >= sequence;
   return completed_.load(std::memory_order_acquire) >= sequence;

@@ -127,6 +127,14 @@ class Stream {
   // Whether the work up to `sequence` is done; for a point the caller holds (an event's, the tail
   // when it was marked), not an arbitrary number.
   [[nodiscard]] bool reached(std::uint64_t sequence) const;
+  // hipStreamQuery: hipErrorNotReady while work is pending; once it is done, the failure of any of
+  // it (hipSuccess where none failed). A queue the device gave up on never gets done: its fault is
+  // the answer then.
+  [[nodiscard]] hipError_t query() const { return idle() || abandoned() ? status() : hipErrorNotReady; }
+  // Whether the device gave up on the stream's queue (a CUDA fault): nothing queued there runs any
+  // more, and its progress word is never written again. Asks the driver: not for the paths a CUDA
+  // callback may take (the driver may hang a call made there), only for the application's queries.
+  [[nodiscard]] bool abandoned() const;
   // Has the queue mark everything put on it so far, so that the tail read next can be waited for
   // with reached() (a pool's free, which is reused once the stream has got there).
   void mark_tail() const;
