@@ -22,12 +22,19 @@
 //   8. synchronous hipMemset and hipMemcpy wait for the legacy default stream, not for a non-blocking
 //      stream of the application's own: a CUDA kernel spinning there until the host lets it go does
 //      not hold them (a guard thread lets it go after 10 s, and that counts as a failure).
+//   9. a fault that spoils the context (a trapping kernel of the application's own, in a second
+//      process, since the context is gone for good) while a hipxx stream is held on the device:
+//      hipStreamQuery and hipEventQuery of its work report the fault, as hipStreamSynchronize does,
+//      rather than hipErrorNotReady for ever. The process starts the CUDA runtime and loads its
+//      kernels first (CUDA_MODULE_LOADING=EAGER): done at the trap's launch, that would wait for the
+//      held stream.
 // Exits 77 (skipped, for meson) only where the CUDA runtime itself sees no device; if it sees one and
 // hipxx does not, that is a failure.
 #include <hipxx/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -358,8 +365,60 @@ void foreign_nonblocking_stream() {
 
 }  // namespace
 
+// Step 9, in its own process: exits 0 where both queries report the fault.
+__global__ void trap_now() { asm volatile("trap;"); }
+
+int run_fault() {
+  // The CUDA runtime starts here, and loads the kernels (CUDA_MODULE_LOADING=EAGER), before any
+  // stream is held: started at the trap's launch, it would wait for the held stream.
+  if (!CUDA(cudaFree(nullptr))) return 2;
+  void* gate = nullptr;
+  hipStream_t stream = nullptr;
+  hipEvent_t event = nullptr;
+  if (!HIP(hipMalloc(&gate, sizeof(std::uint32_t))) || !HIP(hipMemset(gate, 0, sizeof(std::uint32_t))) ||
+      !HIP(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking)) || !HIP(hipEventCreate(&event)) ||
+      // Held on the device: the word never becomes 1.
+      !HIP(hipStreamWaitValue32(stream, gate, 1, hipStreamWaitValueEq, 0xFFFFFFFFu)) ||
+      !HIP(hipEventRecord(event, stream))) {
+    return 2;
+  }
+  trap_now<<<1, 1>>>();
+  (void)cudaStreamSynchronize(cudaStreamLegacy);  // the trap's error, sticky from here on
+  const hipError_t stream_query = hipStreamQuery(stream);
+  const hipError_t event_query = hipEventQuery(event);
+  const hipError_t synchronized = hipStreamSynchronize(stream);
+  std::printf("gpu-kernel-check: after the fault: hipStreamQuery %s, hipEventQuery %s, hipStreamSynchronize %s\n",
+              hipGetErrorName(stream_query), hipGetErrorName(event_query), hipGetErrorName(synchronized));
+  std::fflush(stdout);
+  const auto reports = [](hipError_t result) { return result != hipSuccess && result != hipErrorNotReady; };
+  return reports(stream_query) && reports(event_query) && reports(synchronized) ? 0 : 1;
+}
+
+void fault_reported() {
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    execl("/proc/self/exe", "gpu-kernel-check", "--fault", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  pid_t ended = 0;
+  for (int waited = 0; waited < 600 && ended == 0; ++waited) {  // a minute at most
+    ended = waitpid(child, &status, WNOHANG);
+    if (ended == 0) std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  }
+  if (ended == 0) {
+    std::printf("gpu-kernel-check: step 9's process did not end within a minute\n");
+    kill(child, SIGKILL);
+    (void)waitpid(child, &status, 0);
+  }
+  EXPECT(ended == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--peer") == 0) return run_peer(std::atoi(argv[2]));
+  if (argc == 2 && std::strcmp(argv[1], "--fault") == 0) return run_fault();
   int cuda_devices = 0;
   if (cudaGetDeviceCount(&cuda_devices) != cudaSuccess || cuda_devices == 0) {
     std::printf("gpu-kernel-check: skipped, the CUDA runtime sees no device\n");
@@ -460,6 +519,9 @@ int main(int argc, char** argv) {
 
   // 8. A non-blocking CUDA stream of the application's own does not hold synchronous calls.
   foreign_nonblocking_stream();
+
+  // 9. A fault that spoils the context is reported by queries too, where device queues run streams.
+  if (std::strncmp(hipxxGetStreamEngine(), "device queues", 13) == 0) fault_reported();
 
   HIP(hipFree(counter));
   HIP(hipMemUnmap(va, size));
