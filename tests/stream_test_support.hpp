@@ -49,6 +49,20 @@ inline std::size_t thread_count() {
   return count;
 }
 
+// The thread count once it has held still for 50 ms (waiting at most 5 s): a count taken while the
+// worker of a stream destroyed just before is still leaving would count it, and the test would then
+// find one thread fewer.
+inline std::size_t quiet_thread_count() {
+  std::size_t now = thread_count();
+  for (int still = 0, round = 0; still < 10 && round < 1000; ++round) {
+    std::this_thread::sleep_for(5ms);
+    const std::size_t next = thread_count();
+    still = next == now ? still + 1 : 0;
+    now = next;
+  }
+  return now;
+}
+
 // Waits (bounded) for the thread count to come back to `expected`: joined threads leave
 // /proc/self/task a moment after join returns, and a stream's worker that its own work outlived
 // leaves on its own. Up to 5 s, as long as `eventually` waits: a sanitizer build on a busy two-core

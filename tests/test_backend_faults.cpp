@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -43,8 +44,10 @@ enum class Call { reserve, free_reservation, create, map, unmap, set_access, exp
 // no more progress.
 class GivingUpQueue final : public hipxx::backend::Queue {
  public:
-  GivingUpQueue(std::unique_ptr<hipxx::backend::Queue> inner, const std::atomic<bool>& given_up)
-      : inner_(std::move(inner)), given_up_(given_up) {}
+  // The flag is shared: a destroyed stream's worker may still ask after the test's runtime, and
+  // its backend, are gone.
+  GivingUpQueue(std::unique_ptr<hipxx::backend::Queue> inner, std::shared_ptr<const std::atomic<bool>> given_up)
+      : inner_(std::move(inner)), given_up_(std::move(given_up)) {}
 
   [[nodiscard]] std::uint64_t progress() const noexcept override { return inner_->progress(); }
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
@@ -90,10 +93,10 @@ class GivingUpQueue final : public hipxx::backend::Queue {
   }
 
  private:
-  [[nodiscard]] bool given_up() const noexcept { return given_up_.load(std::memory_order_acquire); }
+  [[nodiscard]] bool given_up() const noexcept { return given_up_->load(std::memory_order_acquire); }
 
   std::unique_ptr<hipxx::backend::Queue> inner_;
-  const std::atomic<bool>& given_up_;
+  std::shared_ptr<const std::atomic<bool>> given_up_;
 };
 
 // Forwards every call to a host backend, except the one it was told to fail, once; and counts the
@@ -225,14 +228,14 @@ class FaultyBackend final : public Backend {
   }
   // Device queues that give up once give_up() is called (set before the runtime is made).
   void use_giving_up_queues() noexcept { giving_up_queues_ = true; }
-  void give_up() noexcept { given_up_.store(true, std::memory_order_release); }
+  void give_up() noexcept { given_up_->store(true, std::memory_order_release); }
   std::unique_ptr<hipxx::backend::Timestamp> create_timestamp(int device, bool timing) override {
     return inner_->create_timestamp(device, timing);
   }
 
  private:
   bool giving_up_queues_ = false;
-  std::atomic<bool> given_up_{false};
+  std::shared_ptr<std::atomic<bool>> given_up_ = std::make_shared<std::atomic<bool>>(false);
 
   std::optional<hipError_t> injected(Call call) {
     if (failing_ != call) return std::nullopt;
@@ -818,7 +821,7 @@ TEST_CASE("a device queue the device gave up on: stream and event queries report
   REQUIRE(runtime.status() == hipSuccess);
   hipStream_t handle = nullptr;
   REQUIRE(runtime.streams().create(&handle, {.device = 0, .flags = hipStreamNonBlocking}) == hipSuccess);
-  const std::shared_ptr<hipxx::core::Stream> stream = runtime.streams().resolve(handle, 0);
+  std::shared_ptr<hipxx::core::Stream> stream = runtime.streams().resolve(handle, 0);
   REQUIRE(stream);
   REQUIRE(stream->queue() != nullptr);
   void* memory = nullptr;
@@ -840,4 +843,12 @@ TEST_CASE("a device queue the device gave up on: stream and event queries report
   CHECK(event.synchronize() == hipErrorLaunchFailure);
   CHECK(runtime.streams().destroy(handle) == hipSuccess);
   CHECK(runtime.deallocate(memory) == hipSuccess);
+  // The destroyed stream's worker lets go of it on its own: gone before the runtime is.
+  const std::weak_ptr<hipxx::core::Stream> watched = stream;
+  stream.reset();
+  marker.reset();
+  for (int waited = 0; waited < 5000 && !watched.expired(); ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  CHECK(watched.expired());
 }

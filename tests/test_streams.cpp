@@ -1234,7 +1234,7 @@ TEST_CASE("hipStreamPerThread works and names a different stream in each thread"
 TEST_CASE("hipStreamPerThread of an exited thread takes its worker thread with it") {
   LeakCheck leaks;
   REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);  // the null stream's worker exists
-  const std::size_t before = thread_count();
+  const std::size_t before = quiet_thread_count();
   for (int round = 0; round < 4; ++round) {
     std::thread user([] {
       std::atomic<bool> ran{false};
@@ -1637,7 +1637,7 @@ TEST_CASE("ordering under load: 8 threads x 3 streams of memsets, copies and cal
 TEST_CASE("destroyed streams leave no thread behind") {
   LeakCheck leaks;
   REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);  // the null stream's worker exists
-  const std::size_t before = thread_count();
+  const std::size_t before = quiet_thread_count();
   void* buffer = malloc_device(16 * 4096);  // a slice per stream: unordered streams never share bytes
   std::vector<hipStream_t> streams;
   for (int i = 0; i < 16; ++i) {
@@ -1684,7 +1684,7 @@ TEST_CASE("a destroyed stream whose last reference is work queued on it finishes
   // worker thread when that work finishes.
   LeakCheck leaks;
   REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
-  const std::size_t before = thread_count();
+  const std::size_t before = quiet_thread_count();
   for (int round = 0; round < 3; ++round) {
     hipStream_t stream = make_stream(hipStreamNonBlocking);
     hipEvent_t event = nullptr;
@@ -2090,7 +2090,7 @@ TEST_CASE("a callback that names its own stream does not keep the stream, or its
   };
   round();  // whatever the runtime starts once, at the first stream's end, is there from now on
   REQUIRE(hipDeviceSynchronize() == hipSuccess);
-  const std::size_t before = thread_count();
+  const std::size_t before = quiet_thread_count();
   for (int rounds = 0; rounds < 20; ++rounds) round();
   REQUIRE(hipDeviceSynchronize() == hipSuccess);
   CHECK(eventually([&] { return thread_count() <= before; }));
@@ -2135,7 +2135,7 @@ TEST_CASE("the per-thread stream named after the thread's runtime state went is 
   // Whatever the runtime starts once, at the first per-thread stream's end, is there from now on.
   std::thread([] { (void)hipStreamQuery(hipStreamPerThread); }).join();
   REQUIRE(hipDeviceSynchronize() == hipSuccess);
-  const std::size_t before = thread_count();
+  const std::size_t before = quiet_thread_count();
   std::vector<hipError_t> seen(20, hipSuccess);
   for (hipError_t& result : seen) {
     std::thread([&result] {
