@@ -222,7 +222,7 @@ class Backend {
   [[nodiscard]] virtual const DeviceProperties& device(int ordinal) const = 0;
 
   // Virtual address space. `alignment` is a power of two no smaller than the minimum granularity;
-  // `hint` is a requested address that may be ignored.
+  // `hint` is a requested address, a multiple of `alignment` (or 0 for none), that may be ignored.
   [[nodiscard]] virtual hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) = 0;
   [[nodiscard]] virtual hipError_t free_reservation(void* va, std::size_t size) = 0;
 

@@ -37,13 +37,13 @@ struct EventMarker {
   void wait() const {
     if (const std::shared_ptr<Stream> where = owner()) where->wait_for(sequence);
   }
-  // A failure of the stream's work up to the record, which the event reports once reached, as its
-  // stream's synchronize does. A destroyed stream's failures went with it.
   // Whether the record's stream is on a queue the device gave up on, where it is never reached.
   [[nodiscard]] bool abandoned() const {
     const std::shared_ptr<Stream> where = owner();
     return where && where->abandoned();
   }
+  // A failure of the stream's work up to the record, which the event reports once reached, as its
+  // stream's synchronize does. A destroyed stream's failures went with it.
   [[nodiscard]] hipError_t failure() const {
     const std::shared_ptr<Stream> where = owner();
     return where ? where->failure_through(sequence) : hipSuccess;

@@ -39,10 +39,11 @@ hipError_t Runtime::reserve(void** ptr, std::size_t size, std::size_t alignment,
   }
   if (alignment != 0 && (!std::has_single_bit(alignment) || !granular(alignment))) return hipErrorInvalidValue;
   const std::size_t effective_alignment = alignment == 0 ? granularity_ : alignment;
+  // A hint is followed only where it keeps the alignment asked for.
+  const std::uintptr_t followed = address_of(hint) % effective_alignment == 0 ? address_of(hint) : 0;
   std::unique_lock lock{mutex_};
   void* va = nullptr;
-  if (const hipError_t error = backend_->reserve(size, effective_alignment, address_of(hint), &va);
-      error != hipSuccess) {
+  if (const hipError_t error = backend_->reserve(size, effective_alignment, followed, &va); error != hipSuccess) {
     return error;
   }
   Rollback unreserve{[&] { (void)backend_->free_reservation(va, size); }};

@@ -171,7 +171,6 @@ class CudaBackend final : public Backend {
   // straddles two (an arena never hands out such a range).
   // A hint inside a chunk is its arena's to honour; any other hint goes to the driver with the request.
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    if (hint % alignment != 0) hint = 0;  // a hint is followed only where it keeps the alignment asked for
     if (AddressArena* const arena = hint != 0 ? arena_holding(hint) : arena_serving(size, alignment)) {
       if (const std::uintptr_t at = hint != 0 ? arena->take_at(hint, size) : arena->take(size, alignment); at != 0) {
         *va = pointer_to(at);

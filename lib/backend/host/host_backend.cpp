@@ -84,14 +84,6 @@ std::uintptr_t reserve_aligned(std::size_t size, std::size_t alignment) noexcept
 constexpr AddressArena::Shape kArenaShape{
     .chunk_size = std::size_t{64} << 30, .chunk_alignment = std::size_t{1} << 30, .largest = std::size_t{4} << 30};
 
-// EFBIG: a memfd past the file size limit; EFAULT: a page that could not be had while populating.
-hipError_t from_errno(int error) noexcept {
-  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE || error == EFBIG ||
-          error == EFAULT)
-             ? hipErrorOutOfMemory
-             : hipErrorInvalidValue;
-}
-
 int protection_of(std::span<const AccessGrant> grants) noexcept {
   // One host process stands for every device, so a page is as open as the most open device.
   int protection = PROT_NONE;
@@ -162,10 +154,10 @@ class HostBackend final : public Backend {
 
   // At the hint where it is free, else from the arena, else from the system.
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    std::uintptr_t at = hint != 0 && hint % alignment == 0 ? reserve_at(hint, size) : 0;
+    std::uintptr_t at = hint != 0 ? reserve_at(hint, size) : 0;
     if (at == 0 && arena_.serves(size, alignment)) at = arena_.take(size, alignment);
     if (at == 0) at = reserve_aligned(size, alignment);
-    if (at == 0) return from_errno(errno);
+    if (at == 0) return host::from_errno(errno);
     *va = reinterpret_cast<void*>(at);
     return hipSuccess;
   }
@@ -181,13 +173,13 @@ class HostBackend final : public Backend {
   hipError_t free_reservation(void* va, std::size_t size) override {
     // An arena range goes back to the arena still reserved (unmap left its placeholder in place).
     if (arena_.give_back(reinterpret_cast<std::uintptr_t>(va), size)) return hipSuccess;
-    return munmap(va, size) == 0 ? hipSuccess : from_errno(errno);
+    return munmap(va, size) == 0 ? hipSuccess : host::from_errno(errno);
   }
 
   hipError_t create_physical(int device, std::size_t size, bool /*exportable*/, PhysicalHandle* out) override {
     if (!host::within_file_size_limit(size)) return hipErrorOutOfMemory;
     const int fd = host::create_memfd(host::physical_memfd_name(device).data(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return from_errno(errno);
+    if (fd < 0) return host::from_errno(errno);
     void* parked = nullptr;
     // Sealed at its size: a process it is exported to could otherwise shrink it under every
     // mapping of it, whose next touch would then be a SIGBUS in each process.
@@ -196,7 +188,7 @@ class HostBackend final : public Backend {
         host::commit_pages(fd, size, huge_pages_advised_, &parked) != 0) {
       const int error = errno;
       close(fd);
-      return from_errno(error);
+      return host::from_errno(error);
     }
     const bool kept = parked != nullptr && park(fd, parked, size);
     if (parked != nullptr && !kept) munmap(parked, size);
@@ -211,7 +203,7 @@ class HostBackend final : public Backend {
 
   hipError_t export_fd(PhysicalHandle handle, int* fd) override {
     const int copy = fcntl(fd_of(handle), F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return from_errno(errno);
+    if (copy < 0) return host::from_errno(errno);
     *fd = copy;
     return hipSuccess;
   }
@@ -238,7 +230,7 @@ class HostBackend final : public Backend {
     const int mode = fcntl(fd, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) != O_RDWR) return hipErrorInvalidValue;
     const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return from_errno(errno);
+    if (copy < 0) return host::from_errno(errno);
     out->value = static_cast<std::uint64_t>(copy);
     facts->size = static_cast<std::size_t>(status.st_size);
     facts->device = host::memfd_device(fd);
@@ -279,7 +271,7 @@ class HostBackend final : public Backend {
 
   hipError_t set_access(void* va, std::size_t size, std::span<const AccessGrant> grants,
                         PhysicalHandle /*handle*/) override {
-    return mprotect(va, size, protection_of(grants)) == 0 ? hipSuccess : from_errno(errno);
+    return mprotect(va, size, protection_of(grants)) == 0 ? hipSuccess : host::from_errno(errno);
   }
 
   hipError_t copy(void* dst, const void* src, std::size_t bytes) override {
@@ -356,7 +348,7 @@ class HostBackend final : public Backend {
   hipError_t allocate_managed(std::size_t size, unsigned /*flags*/, void** out) override {
     // Shared, so that a fork()ed child sees the same managed memory, as it would see a GPU's.
     void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED) return from_errno(errno);
+    if (at == MAP_FAILED) return host::from_errno(errno);
     *out = at;
     return hipSuccess;
   }
@@ -370,7 +362,7 @@ class HostBackend final : public Backend {
     const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(ptr) + bytes + page - 1) / page * page;
     if (madvise(reinterpret_cast<void*>(start), end - start, MADV_WILLNEED) == 0) return hipSuccess;
     // ENOMEM here is a range no longer mapped (freed behind a queued prefetch), not a lack of memory.
-    return errno == ENOMEM ? hipErrorIllegalAddress : from_errno(errno);
+    return errno == ENOMEM ? hipErrorIllegalAddress : host::from_errno(errno);
   }
 
   // Advice changes placement, and the host backend has one place: the books keep the advice so

@@ -5,7 +5,10 @@
 // leaves the limit alone: an allocation past it is then refused as out of memory.
 #pragma once
 
+#include <hipxx/hip_runtime_api.h>
+
 #include <array>
+#include <cerrno>
 
 namespace hipxx::backend::host {
 
@@ -20,5 +23,14 @@ using MemfdName = std::array<char, 32>;
 [[nodiscard]] MemfdName physical_memfd_name(int device) noexcept;
 // The device a physical allocation's descriptor names, or -1 where it names none.
 [[nodiscard]] int memfd_device(int fd) noexcept;
+
+// What a failed system call of the host backend's means: a shortage of memory or descriptors, among
+// them EFBIG (a memfd past the file size limit) and EFAULT (a page that could not be had while
+// populating: a fault would have raised SIGBUS), or else a refused argument.
+[[nodiscard]] inline hipError_t from_errno(int error) noexcept {
+  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE || error == EFBIG || error == EFAULT)
+             ? hipErrorOutOfMemory
+             : hipErrorInvalidValue;
+}
 
 }  // namespace hipxx::backend::host

@@ -77,13 +77,6 @@ std::size_t page_rounded(std::size_t size) {
   return size > SIZE_MAX - (page - 1) ? 0 : (size + page - 1) / page * page;
 }
 
-// EFAULT is what populating answers where a page could not be had (a fault would have raised SIGBUS).
-hipError_t from_errno(int error) {
-  return (error == ENOMEM || error == ENOSPC || error == EMFILE || error == ENFILE || error == EFBIG || error == EFAULT)
-             ? hipErrorOutOfMemory
-             : hipErrorInvalidValue;
-}
-
 }  // namespace
 
 PlainAllocations::PlainAllocations(std::size_t limit, bool advise_huge_pages)

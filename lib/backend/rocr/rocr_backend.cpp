@@ -222,7 +222,6 @@ class RocrBackend final : public Backend, public rocr::QueueSupport {
   }
 
   hipError_t reserve(std::size_t size, std::size_t alignment, std::uintptr_t hint, void** va) override {
-    if (hint % alignment != 0) hint = 0;  // a hint is followed only where it keeps the alignment asked for
     if (hint != 0 ? arena_.holds(hint) : arena_.serves(size, alignment)) {
       if (const std::uintptr_t at = hint != 0 ? arena_.take_at(hint, size) : arena_.take(size, alignment); at != 0) {
         *va = pointer_to(at);
