@@ -6,6 +6,7 @@
 #include "backend/backend.hpp"
 #include "backend/host/host_queue.hpp"
 #include "core/event.hpp"
+#include "core/imported_pool.hpp"
 #include "core/memory_pool.hpp"
 #include "core/runtime.hpp"
 #include "support/descriptors.hpp"
@@ -126,6 +127,8 @@ class FaultyBackend final : public Backend {
   void refuse_direct_maps_of(std::size_t size) { refused_size_ = size; }
   // Runs inside each direct map call, before it maps: where the runtime has let go of its lock.
   void during_direct_maps(std::function<void()> work) { during_direct_map_ = std::move(work); }
+  // Runs inside each import, before it imports (set before any thread imports).
+  void during_imports(std::function<void()> work) { during_import_ = std::move(work); }
   // Calls of the direct map and of map(), failed ones included.
   [[nodiscard]] int direct_calls() const { return direct_calls_; }
   [[nodiscard]] int map_calls() const { return map_calls_; }
@@ -156,6 +159,7 @@ class FaultyBackend final : public Backend {
     return inner_->export_fd(handle, fd);
   }
   hipError_t import_fd(int fd, PhysicalHandle* out, ImportedAllocation* facts) override {
+    if (during_import_) during_import_();
     if (const auto error = injected(Call::import_fd)) return *error;
     return counted(inner_->import_fd(fd, out, facts), physical_, +1);
   }
@@ -272,6 +276,7 @@ class FaultyBackend final : public Backend {
   std::atomic<bool> refuse_direct_ = false;
   std::atomic<std::size_t> refused_size_ = 0;
   std::function<void()> during_direct_map_;
+  std::function<void()> during_import_;
   std::atomic<int> direct_calls_ = 0;
   std::atomic<int> map_calls_ = 0;
 };
@@ -751,6 +756,60 @@ TEST_CASE("a pool whose growth the backend refuses stays usable and keeps nothin
     CHECK(reserved(hipMemPoolAttrReservedMemHigh) >= 3 * chunk);
     reset_reserved_high();
   }
+}
+
+TEST_CASE("two threads importing one pool pointer at once book it once, and each import takes one free") {
+  FaultyRuntime faulty;
+  Runtime& runtime = *faulty.runtime;
+  hipMemPoolProps properties{};
+  properties.allocType = hipMemAllocationTypePinned;
+  properties.handleTypes = hipMemHandleTypePosixFileDescriptor;
+  properties.location = {hipMemLocationTypeDevice, 0};
+  hipMemPool_t pool = nullptr;
+  REQUIRE(runtime.pools().create(&pool, &properties) == hipSuccess);
+  void* block = nullptr;
+  REQUIRE(runtime.allocate_async(&block, 4096, pool, nullptr) == hipSuccess);
+  REQUIRE(runtime.synchronize() == hipSuccess);
+  hipxx::core::PoolSharing& sharing = runtime.pool_sharing();
+  hipMemPoolPtrExportData data{};
+  REQUIRE(sharing.export_pointer(&data, block) == hipSuccess);
+  int fd = -1;
+  REQUIRE(sharing.export_pool(&fd, pool, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  hipMemPool_t imported = nullptr;
+  REQUIRE(sharing.import_pool(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                              hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+
+  // The first import maps the pointer's chunk, which imports its memory: there a second thread
+  // starts importing the same pointer, finds it not yet booked, and waits for the chunk.
+  std::atomic<bool> started = false;
+  std::thread second;
+  void* second_pointer = nullptr;
+  hipError_t second_result = hipErrorUnknown;
+  faulty.backend->during_imports([&] {
+    if (started.exchange(true)) return;
+    second = std::thread{[&] { second_result = sharing.import_pointer(&second_pointer, imported, &data); }};
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  });
+  void* first_pointer = nullptr;
+  CHECK(sharing.import_pointer(&first_pointer, imported, &data) == hipSuccess);
+  second.join();
+  CHECK(second_result == hipSuccess);
+  CHECK(second_pointer == first_pointer);
+  const auto used = [&] {
+    std::uint64_t bytes = 0;
+    REQUIRE(sharing.imported(imported)->get_attribute(hipMemPoolAttrUsedMemCurrent, &bytes) == hipSuccess);
+    return bytes;
+  };
+  CHECK(used() == 4096);
+  // Each import owes one free; once both are made, nothing of the pointer is left.
+  CHECK(runtime.deallocate(first_pointer) == hipSuccess);
+  CHECK(runtime.deallocate(first_pointer) == hipSuccess);
+  CHECK(runtime.deallocate(first_pointer) == hipErrorInvalidValue);
+  CHECK(used() == 0);
+  CHECK(sharing.destroy_imported(imported) == hipSuccess);
+  CHECK(close(fd) == 0);
+  CHECK(runtime.deallocate(block) == hipSuccess);
+  CHECK(runtime.pools().destroy(pool) == hipSuccess);
 }
 
 TEST_CASE("a reservation the backend will not free stays booked, and can be freed later") {

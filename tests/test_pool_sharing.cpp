@@ -440,6 +440,73 @@ TEST_CASE("importing one pointer twice gives the same address, and each import t
   CHECK(hipFree(pointer) == hipSuccess);
 }
 
+namespace {
+struct CallbackFree {
+  void* pointer = nullptr;
+  hipError_t result = hipErrorUnknown;
+};
+}  // namespace
+
+TEST_CASE("hipFree of an imported pointer in a callback on its device's stream: hipErrorIllegalState, not a hang") {
+  Pool pool;
+  void* const pointer = pool.allocate(4 * kKiB);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  hipMemPool_t const imported = import_here(pool);
+  hipMemPoolPtrExportData data = export_data(pointer);
+  void* mirror = nullptr;
+  REQUIRE(hipMemPoolImportPointer(&mirror, imported, &data) == hipSuccess);
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreate(&stream) == hipSuccess);
+  CallbackFree freeing{.pointer = mirror};
+  REQUIRE(hipLaunchHostFunc(
+              stream,
+              [](void* work) {
+                auto* const free_call = static_cast<CallbackFree*>(work);
+                free_call->result = hipFree(free_call->pointer);
+              },
+              &freeing) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(freeing.result == hipErrorIllegalState);
+  // The refused free left the import as it was: its one free is still owed, and works here.
+  CHECK(hipFree(mirror) == hipSuccess);
+  CHECK(hipFree(mirror) == hipErrorInvalidValue);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+}
+
+TEST_CASE("hipFree of an imported pointer waits for work queued on the calling thread's device, a peer of the pool's" *
+          doctest::test_suite("devices-2")) {
+  Pool pool;
+  hipMemAccessDesc const peer_access{{hipMemLocationTypeDevice, 1}, hipMemAccessFlagsProtReadWrite};
+  REQUIRE(hipMemPoolSetAccess(pool.get(), &peer_access, 1) == hipSuccess);
+  constexpr std::size_t kBytes = 4 * kMiB;
+  void* const pointer = pool.allocate(kBytes);
+  REQUIRE(hipMemset(pointer, 0x5A, kBytes) == hipSuccess);
+  hipMemPool_t const imported = import_here(pool);
+  REQUIRE(hipMemPoolSetAccess(imported, &peer_access, 1) == hipSuccess);
+  hipMemPoolPtrExportData data = export_data(pointer);
+  void* mirror = nullptr;
+  REQUIRE(hipMemPoolImportPointer(&mirror, imported, &data) == hipSuccess);
+
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreate(&stream) == hipSuccess);
+  std::vector<unsigned char> host(kBytes, 0);
+  // The copy waits behind a slow callback, so the free comes while it is still queued.
+  REQUIRE(hipLaunchHostFunc(
+              stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds{200}); }, nullptr) ==
+          hipSuccess);
+  REQUIRE(hipMemcpyAsync(host.data(), mirror, kBytes, hipMemcpyDeviceToHost, stream) == hipSuccess);
+  CHECK(hipFree(mirror) == hipSuccess);
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(std::all_of(host.begin(), host.end(), [](unsigned char byte) { return byte == 0x5A; }));
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  CHECK(hipFree(pointer) == hipSuccess);
+}
+
 TEST_CASE("an imported pool destroyed with pointers out: they stay usable until freed") {
   Pool pool;
   void* const pointer = pool.allocate(4 * kKiB);

@@ -143,19 +143,20 @@ hipError_t PoolSharing::destroy_imported(hipMemPool_t pool) {
   return hipSuccess;
 }
 
+hipError_t PoolSharing::count_import_locked(ImportedPointer& pointer, std::uint64_t size) noexcept {
+  // The same allocation again, as the CUDA driver answers (and as hipIpcOpenMemHandle does here):
+  // the same address, one more free owed. Another size at that offset means the exporter freed
+  // the allocation while this process still held it, which HIP forbids.
+  if (pointer.size != size) return hipErrorInvalidValue;
+  ++pointer.imports;
+  return hipSuccess;
+}
+
 bool PoolSharing::import_again(std::uintptr_t address, std::uint64_t size, hipError_t* result) {
   std::lock_guard lock{import_mutex_};
   const auto found = pointers_.find(address);
   if (found == pointers_.end()) return false;
-  // The same allocation again, as the CUDA driver answers (and as hipIpcOpenMemHandle does here):
-  // the same address, one more free owed. Another size at that offset means the exporter freed
-  // the allocation while this process still held it, which HIP forbids.
-  if (found->second.size != size) {
-    *result = hipErrorInvalidValue;
-  } else {
-    ++found->second.imports;
-    *result = hipSuccess;
-  }
+  *result = count_import_locked(found->second, size);
   return true;
 }
 
@@ -172,12 +173,16 @@ hipError_t PoolSharing::import_pointer(void** ptr, hipMemPool_t pool, const hipM
     // Another thread may have imported the same pointer meanwhile: then this call's chunk users go;
     // and so they do if the pointer cannot be booked.
     Rollback let_go{[&] { source->release(wanted.offset, wanted.size); }};
-    if (!import_again(address, wanted.size, &result)) {
-      std::lock_guard lock{import_mutex_};
-      pointers_.emplace(address,
-                        ImportedPointer{.pool = source, .offset = wanted.offset, .size = wanted.size, .imports = 1});
+    // Looked up again and booked under one lock: a thread that booked the pointer since the first
+    // look took these chunk users' place, and this import counts as one more of its imports.
+    std::lock_guard lock{import_mutex_};
+    const auto [found, booked] = pointers_.try_emplace(
+        address, ImportedPointer{.pool = source, .offset = wanted.offset, .size = wanted.size, .imports = 1});
+    if (booked) {
       pointer_count_.store(pointers_.size(), std::memory_order_release);
       let_go.keep();
+    } else {
+      result = count_import_locked(found->second, wanted.size);
     }
   }
   if (result == hipSuccess) *ptr = reinterpret_cast<void*>(address);
@@ -191,6 +196,11 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
     std::lock_guard lock{import_mutex_};
     const auto found = pointers_.find(address);
     if (found == pointers_.end()) return std::nullopt;
+    // As for a pool of this process: hipFree waits for the device's streams, which from one of
+    // their own callbacks would wait for itself.
+    if (!stream && RunningStreamWork::would_wait_for_itself(found->second.pool->device())) {
+      return hipErrorIllegalState;
+    }
     if (--found->second.imports > 0) return hipSuccess;  // still held by another import
     freed = std::move(found->second);
     pointers_.erase(found);
@@ -216,8 +226,10 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
     freed.pool->release(freed.offset, freed.size);
     return hipSuccess;
   }
-  // Like hipFree of pool memory: queued work of the device that may still use it finishes first.
+  // Like hipFree of pool memory: queued work that may still use it finishes first, on its device
+  // and on the calling thread's.
   (void)runtime_.streams().synchronize_device(freed.pool->device());
+  runtime_.finish_calling_device_streams(freed.pool->device());
   freed.pool->release(freed.offset, freed.size);
   return hipSuccess;
 }

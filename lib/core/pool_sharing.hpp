@@ -79,6 +79,8 @@ class PoolSharing {
   [[nodiscard]] PoolBroker& broker();
   // Counts one more import of a pointer already imported; false where there is none at `address`.
   [[nodiscard]] bool import_again(std::uintptr_t address, std::uint64_t size, hipError_t* result);
+  // Counts one more import of `pointer`, booked already (import_mutex_ held).
+  [[nodiscard]] static hipError_t count_import_locked(ImportedPointer& pointer, std::uint64_t size) noexcept;
 
   Runtime& runtime_;
 
