@@ -58,6 +58,14 @@ void child_expect_no_device() {
     CHILD_CHECK(std::strstr(why, reason) != nullptr);
   }
   CHILD_CHECK(hipGetLastError() == hipErrorNoDevice);
+  // The versions need no device.
+  int runtime_version = 0;
+  int driver_version = 0;
+  CHILD_CHECK(hipRuntimeGetVersion(&runtime_version) == hipSuccess && runtime_version > 0);
+  CHILD_CHECK(hipDriverGetVersion(&driver_version) == hipSuccess && driver_version > 0);
+  CHILD_CHECK(hipGetLastError() == hipSuccess);
+  CHILD_CHECK(hipRuntimeGetVersion(nullptr) == hipErrorInvalidValue);
+  CHILD_CHECK(hipGetLastError() == hipErrorInvalidValue);
   CHILD_CHECK(hipInit(0) == hipErrorNoDevice);
   CHILD_CHECK(hipSetDevice(0) == hipErrorNoDevice);
   int value = 0;

@@ -5,6 +5,7 @@
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <ostream>
@@ -226,6 +227,36 @@ TEST_CASE("last error: failures of every kind of entry point are recorded") {
   CHECK(hipGetLastError() == hipErrorNotSupported);
   CHECK(hipxxGetBookCounts(nullptr) == hipErrorInvalidValue);
   CHECK(hipGetLastError() == hipErrorInvalidValue);
+  CHECK(hipGetLastError() == hipSuccess);
+}
+
+TEST_CASE("last error: a query's hipErrorNotReady is an answer, not a failure, and is not recorded") {
+  hipStream_t stream = nullptr;
+  REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, hipEventDisableTiming) == hipSuccess);
+  // The stream is held by a callback until the queries are done.
+  std::atomic<bool> go = false;
+  REQUIRE(hipLaunchHostFunc(
+              stream,
+              [](void* flag) {
+                while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+              },
+              &go) == hipSuccess);
+  REQUIRE(hipEventRecord(event, stream) == hipSuccess);
+  (void)hipGetLastError();
+  CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+  CHECK(hipEventQuery(event) == hipErrorNotReady);
+  CHECK(hipPeekAtLastError() == hipSuccess);
+  // Nor does it replace an earlier failure.
+  REQUIRE(fail_invalid_value() == hipErrorInvalidValue);
+  CHECK(hipStreamQuery(stream) == hipErrorNotReady);
+  CHECK(hipGetLastError() == hipErrorInvalidValue);
+  go = true;
+  CHECK(hipStreamSynchronize(stream) == hipSuccess);
+  CHECK(hipEventQuery(event) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(hipGetLastError() == hipSuccess);
 }
 

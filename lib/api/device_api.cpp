@@ -73,6 +73,17 @@ void fill_properties(const backend::DeviceProperties& device, hipDeviceProp_tR06
   set(hipDeviceAttributeMemoryPoolSupportedHandleTypes, properties.memoryPoolSupportedHandleTypes);
 }
 
+// The versions are answered where no backend started too (as AMD's runtime does), so that a program
+// can report them before it looks for a device.
+hipError_t report_version(int* version) noexcept {
+  if (version == nullptr) {
+    remember_error(hipErrorInvalidValue);
+    return hipErrorInvalidValue;
+  }
+  *version = kRuntimeVersion;
+  return hipSuccess;
+}
+
 }  // namespace
 }  // namespace hipxx::api
 
@@ -131,21 +142,9 @@ hipError_t hipDeviceSynchronize(void) {
   return guarded([](Runtime& runtime) { return runtime.synchronize(); });
 }
 
-hipError_t hipDriverGetVersion(int* version) {
-  return guarded([&](Runtime&) {
-    if (version == nullptr) return hipErrorInvalidValue;
-    *version = hipxx::api::kRuntimeVersion;
-    return hipSuccess;
-  });
-}
+hipError_t hipDriverGetVersion(int* version) { return hipxx::api::report_version(version); }
 
-hipError_t hipRuntimeGetVersion(int* version) {
-  return guarded([&](Runtime&) {
-    if (version == nullptr) return hipErrorInvalidValue;
-    *version = hipxx::api::kRuntimeVersion;
-    return hipSuccess;
-  });
-}
+hipError_t hipRuntimeGetVersion(int* version) { return hipxx::api::report_version(version); }
 
 hipError_t hipDeviceCanAccessPeer(int* can_access, int device, int peer) {
   return guarded([&](Runtime& runtime) {

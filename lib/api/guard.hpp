@@ -31,7 +31,8 @@ hipError_t guarded(Work&& work) noexcept {
   } catch (...) {
     result = hipErrorUnknown;
   }
-  if (result != hipSuccess) remember_error(result);
+  // A query's "not yet" is an answer, not a failure: as in AMD's runtime, it is not remembered.
+  if (result != hipSuccess && result != hipErrorNotReady) remember_error(result);
   return result;
 }
 
