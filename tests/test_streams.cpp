@@ -6,6 +6,9 @@
 #include "support/bytes.hpp"
 #include "support/random_walk.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <climits>
 #include <condition_variable>
@@ -2145,6 +2148,74 @@ TEST_CASE("the per-thread stream named after the thread's runtime state went is 
   }
   for (const hipError_t result : seen) CHECK(result == hipErrorInvalidHandle);
   CHECK(settled_thread_count(before) == before);
+}
+
+namespace {
+// A child process of this executable (HIPXX_TEST_STREAMS_CHILD=at-exit) uses a stream and the null
+// stream in main's place, then exits: its atexit handler, which glibc runs after the exiting thread's
+// thread_locals are gone, uses them again, and exits with the number of calls that failed.
+void* at_exit_memory = nullptr;
+hipStream_t at_exit_stream = nullptr;
+
+void use_streams_at_exit() {
+  constexpr std::size_t kBytes = 4096;
+  int failures = 0;
+  const auto check = [&failures](bool passed) { failures += passed ? 0 : 1; };
+  check(hipStreamQuery(at_exit_stream) == hipSuccess);
+  check(hipMemsetAsync(at_exit_memory, 2, kBytes, at_exit_stream) == hipSuccess);
+  check(hipStreamSynchronize(at_exit_stream) == hipSuccess);
+  check(hipMemsetAsync(at_exit_memory, 3, kBytes, nullptr) == hipSuccess);
+  check(hipStreamSynchronize(nullptr) == hipSuccess);
+  std::array<unsigned char, kBytes> host{};
+  check(hipMemcpy(host.data(), at_exit_memory, kBytes, hipMemcpyDeviceToHost) == hipSuccess);
+  check(host.front() == 3 && host.back() == 3);
+  // The per-thread stream went with the thread's state.
+  check(hipStreamQuery(hipStreamPerThread) == hipErrorInvalidHandle);
+  check(hipStreamDestroy(at_exit_stream) == hipSuccess);
+  check(hipFree(at_exit_memory) == hipSuccess);
+  std::fflush(nullptr);
+  _exit(failures);
+}
+
+struct AtExitChild {
+  AtExitChild() {
+    const char* mode = std::getenv("HIPXX_TEST_STREAMS_CHILD");
+    if (mode == nullptr || std::string_view{mode} != "at-exit") return;
+    if (hipMalloc(&at_exit_memory, 4096) != hipSuccess || hipStreamCreate(&at_exit_stream) != hipSuccess ||
+        hipMemsetAsync(at_exit_memory, 1, 4096, at_exit_stream) != hipSuccess ||
+        hipStreamQuery(hipStreamPerThread) != hipSuccess || hipDeviceSynchronize() != hipSuccess ||
+        std::atexit(use_streams_at_exit) != 0) {
+      _exit(100);
+    }
+    std::exit(101);  // the handler exits first, with its own code
+  }
+};
+const AtExitChild at_exit_child;
+
+// Runs this executable again as the child `mode`; its exit code.
+int run_streams_child(const char* mode) {
+  std::vector<std::string> environment;
+  for (char** variable = environ; *variable != nullptr; ++variable) environment.emplace_back(*variable);
+  environment.push_back(std::string{"HIPXX_TEST_STREAMS_CHILD="} + mode);
+  std::vector<char*> envp;
+  for (std::string& variable : environment) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  std::array<char*, 2> argv{const_cast<char*>("/proc/self/exe"), nullptr};
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+}  // namespace
+
+TEST_CASE("streams and the null stream work in an atexit handler, after the exiting thread's state went") {
+  CHECK(run_streams_child("at-exit") == 0);
 }
 
 TEST_CASE("work offered to a stream while it is destroyed, by a thread that waited for room, is refused") {

@@ -1,8 +1,10 @@
 #include "core/stream_registry.hpp"
 
+#include "core/immortal.hpp"
 #include "core/rollback.hpp"
 
 #include <algorithm>
+#include <forward_list>
 #include <map>
 #include <new>
 
@@ -62,6 +64,23 @@ struct ThreadState {
 };
 
 const std::shared_ptr<Stream> no_stream;
+
+// Slots for late calls (StreamRegistry::resolve_late), in storage that is never destroyed: one per
+// thread that calls in that late, which is the exiting thread and rarely another.
+std::shared_ptr<Stream>& late_slot() {
+  struct LateSlots {
+    std::mutex mutex;
+    std::forward_list<std::shared_ptr<Stream>> slots;
+  };
+  static Immortal<LateSlots> late{[] { return LateSlots{}; }};
+  thread_local std::shared_ptr<Stream>* mine = nullptr;  // trivially destructible: outlives the state
+  if (mine == nullptr) {
+    LateSlots& all = *late;
+    std::lock_guard lock{all.mutex};
+    mine = &all.slots.emplace_front();
+  }
+  return *mine;
+}
 std::atomic<std::uint64_t> registries_made{0};
 // Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState thread_state;
@@ -142,10 +161,7 @@ hipError_t StreamRegistry::destroy(hipStream_t stream) {
 }
 
 const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int current_device) {
-  // After this thread's state went (a thread_local of the application's, destroyed later, calling
-  // in), there is nowhere to keep a stream, nor a per-thread stream to find: such a late call gets
-  // no stream.
-  if (thread_state_gone) return no_stream;
+  if (thread_state_gone) return resolve_late(stream, current_device);
   if (stream == hipStreamPerThread) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast): HIP's C macro
     PerThreadStreams& per_thread = thread_state.per_thread;
     if (per_thread.registry_serial != serial_) {
@@ -171,22 +187,36 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
       last.generation == generation && last.stream) {
     return last.stream;
   }
-  std::shared_ptr<Stream> found_stream;
-  {
-    std::lock_guard lock{mutex_};
-    if (names_null_stream(stream)) {
-      // The null stream is owned by the registry for the life of the process; callers hold it by
-      // a non-owning shared_ptr.
-      found_stream = std::shared_ptr<Stream>{std::shared_ptr<Stream>{}, &null_stream_locked(current_device)};
-    } else if (const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream)); found != streams_.end()) {
-      found_stream = found->second;
-    } else {
-      return no_stream;
-    }
-  }
+  std::shared_ptr<Stream> found_stream = look_up(stream, current_device);
+  if (!found_stream) return no_stream;
   // Outside the lock: replacing the cache may drop the last reference to a destroyed stream.
   last = ResolvedStream{serial_, stream, current_device, generation, std::move(found_stream)};
   return last.stream;
+}
+
+std::shared_ptr<Stream> StreamRegistry::look_up(hipStream_t stream, int current_device) {
+  std::lock_guard lock{mutex_};
+  if (names_null_stream(stream)) {
+    // The null stream is owned by the registry for the life of the process; callers hold it by a
+    // non-owning shared_ptr.
+    return std::shared_ptr<Stream>{std::shared_ptr<Stream>{}, &null_stream_locked(current_device)};
+  }
+  const auto found = streams_.find(reinterpret_cast<std::uintptr_t>(stream));
+  return found != streams_.end() ? found->second : nullptr;
+}
+
+// A call made after this thread's state went: on the exiting thread, an atexit handler or a static
+// destructor (glibc destroys that thread's thread_locals first), or a thread_local of the
+// application's destroyed later. Explicit streams and the null stream are still found; the
+// per-thread streams went with the state. The stream is kept in a slot of the thread's own that is
+// never destroyed (the thread's last late call's stays there: it only delays the end of a stream
+// that nobody can name any more).
+const std::shared_ptr<Stream>& StreamRegistry::resolve_late(hipStream_t stream, int current_device) {
+  if (stream == hipStreamPerThread) return no_stream;  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast): HIP's C macro
+  std::shared_ptr<Stream> found = look_up(stream, current_device);
+  std::shared_ptr<Stream>& slot = late_slot();
+  slot = std::move(found);
+  return slot;
 }
 
 void forget_resolved_stream() noexcept {

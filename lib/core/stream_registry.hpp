@@ -69,6 +69,9 @@ class StreamRegistry {
  private:
   // Hands a destroyed stream that still has work its own last reference, as a final task.
   void retire(const std::shared_ptr<Stream>& doomed);
+  // The stream a handle other than hipStreamPerThread names, under the lock; null where none.
+  [[nodiscard]] std::shared_ptr<Stream> look_up(hipStream_t stream, int current_device);
+  [[nodiscard]] const std::shared_ptr<Stream>& resolve_late(hipStream_t stream, int current_device);
   [[nodiscard]] Stream& null_stream_locked(int device);
   // Puts HIP's implicit waits between the null stream and blocking streams in front of new work.
   void order_by_null_stream_locked(Stream& stream);
