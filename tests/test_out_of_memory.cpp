@@ -9,14 +9,19 @@
 #include "stream_test_support.hpp"
 #include "support/books.hpp"
 
+#include "backend/named_memfd.hpp"
+
 #include <hip/hip_runtime_api.h>
 #include <hipxx/hipxx_ext.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +41,14 @@ namespace {
 // negative: none fails. Only allocations made from the runtime library count: a driver, or the
 // stand-in ROCr library, reports its own lack of memory as an error code of its API instead.
 thread_local long allocations_before_failure = -1;
+// With this set, the calling thread's allocations count from wherever they are made (the standard
+// library's own code, say, which makes a std::string's): for a runtime function called directly.
+thread_local bool every_caller_counts = false;
+// The same count for the runtime's own threads (stream workers, the pool broker): what they may
+// still allocate before one allocation fails, all of them together. The thread that arms it (the
+// test's) is left out.
+std::atomic<long> other_threads_before_failure = -1;
+thread_local bool arms_other_threads = false;
 
 const void* runtime_library_base() {
   static const void* const base = [] {
@@ -45,11 +58,21 @@ const void* runtime_library_base() {
   return base;
 }
 
-bool fails_now(void* caller) {
-  if (allocations_before_failure < 0) return false;
+bool made_by_runtime(void* caller) {
   Dl_info info{};
-  if (dladdr(caller, &info) == 0 || info.dli_fbase != runtime_library_base()) return false;
-  return allocations_before_failure-- == 0;
+  return dladdr(caller, &info) != 0 && info.dli_fbase == runtime_library_base();
+}
+
+bool fails_now(void* caller) {
+  if (allocations_before_failure >= 0) {
+    if (!every_caller_counts && !made_by_runtime(caller)) return false;
+    return allocations_before_failure-- == 0;
+  }
+  if (arms_other_threads || other_threads_before_failure.load(std::memory_order_relaxed) < 0 ||
+      !made_by_runtime(caller)) {
+    return false;
+  }
+  return other_threads_before_failure.fetch_sub(1, std::memory_order_relaxed) == 0;
 }
 
 void* allocate_or_fail(std::size_t bytes, void* caller) {
@@ -194,6 +217,22 @@ int fail_until_done(
     if (partial != Partial::allowed) check_unchanged(before, ProcessState::now(), partial);
     extra();
     REQUIRE(fail_at < 10000);
+  }
+}
+
+// Runs `run` with the n-th allocation the runtime's other threads make failing, for n = 0, 1, ...
+// until a run in which none failed; `run` checks what it must. Returns how many runs met a failure.
+int fail_other_threads_until_untouched(const std::function<void()>& run) {
+  arms_other_threads = true;
+  for (long fail_at = 0;; ++fail_at) {
+    CAPTURE(fail_at);
+    other_threads_before_failure = fail_at;
+    run();
+    if (other_threads_before_failure.exchange(-1) >= 0) {
+      arms_other_threads = false;
+      return static_cast<int>(fail_at);
+    }
+    REQUIRE(fail_at < 1000);
   }
 }
 
@@ -472,6 +511,38 @@ TEST_CASE("pools: creation, allocation and frees that run out of host memory lea
   CHECK(hipMemPoolDestroy(pool) == hipSuccess);
 }
 
+TEST_CASE("the pool broker's thread, short of memory, answers hipErrorOutOfMemory or a moment later, and goes on") {
+  const hipMemPoolProps props = device_pool_props(hipMemHandleTypePosixFileDescriptor);
+  hipMemPool_t exported = nullptr;
+  REQUIRE(hipMemPoolCreate(&exported, &props) == hipSuccess);
+  void* block = nullptr;
+  REQUIRE(hipMallocFromPoolAsync(&block, std::size_t{1} << 20, exported, nullptr) == hipSuccess);
+  REQUIRE(hipStreamSynchronize(nullptr) == hipSuccess);
+  int fd = -1;
+  REQUIRE(hipMemPoolExportToShareableHandle(&fd, exported, hipMemHandleTypePosixFileDescriptor, 0) == hipSuccess);
+  hipMemPoolPtrExportData data{};
+  REQUIRE(hipMemPoolExportPointer(&data, block) == hipSuccess);
+  // The import's requests reach the broker's thread in this same process: its allocations fail.
+  // (This case comes before the file's other pool sharing case, so the broker's lists are new and
+  // the first import makes them grow.)
+  const int failed_runs = fail_other_threads_until_untouched([&] {
+    hipMemPool_t imported = nullptr;
+    const hipError_t pool_result = hipMemPoolImportFromShareableHandle(
+        &imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), hipMemHandleTypePosixFileDescriptor, 0);
+    CHECK((pool_result == hipSuccess || pool_result == hipErrorOutOfMemory));
+    if (pool_result != hipSuccess) return;
+    void* mirror = nullptr;
+    const hipError_t pointer_result = hipMemPoolImportPointer(&mirror, imported, &data);
+    CHECK((pointer_result == hipSuccess || pointer_result == hipErrorOutOfMemory));
+    if (pointer_result == hipSuccess) CHECK(hipFree(mirror) == hipSuccess);
+    CHECK(hipMemPoolDestroy(imported) == hipSuccess);
+  });
+  CHECK(failed_runs > 0);
+  CHECK(close(fd) == 0);
+  CHECK(hipFree(block) == hipSuccess);
+  CHECK(hipMemPoolDestroy(exported) == hipSuccess);
+}
+
 TEST_CASE("pool sharing: imports and frees of imported pointers that run out of host memory leave nothing behind") {
   test_support::LeakCheck leaks;
   int handle_types = 0;
@@ -524,4 +595,62 @@ TEST_CASE("pool sharing: imports and frees of imported pointers that run out of 
   CHECK(hipFreeAsync(block, stream) == hipSuccess);
   CHECK(hipStreamDestroy(stream) == hipSuccess);
   CHECK(hipMemPoolDestroy(exported) == hipSuccess);
+}
+
+TEST_CASE("opening another process's memfd, short of memory, leaves no descriptor of it open") {
+  // Enough descriptors that the ones opened next have two digits: their /proc paths no longer fit a
+  // string's own storage, so building one would allocate.
+  std::vector<int> fillers;
+  for (int index = 0; index < 12; ++index) fillers.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const std::string name = "hipxx-test-oom-open";
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  REQUIRE(fd >= 10);
+  REQUIRE(ftruncate(fd, 4096) == 0);
+  for (long fail_at = 0;; ++fail_at) {
+    CAPTURE(fail_at);
+    const ProcessState before = ProcessState::now();
+    void* at = MAP_FAILED;
+    bool failed = false;
+    every_caller_counts = true;
+    allocations_before_failure = fail_at;
+    try {
+      at = hipxx::backend::map_peer_memfd(getpid(), fd, name, 4096);
+    } catch (const std::bad_alloc&) {
+      failed = true;
+    }
+    allocations_before_failure = -1;
+    every_caller_counts = false;
+    check_nothing_opened(before, ProcessState::now(), Partial::refused);
+    if (!failed) {
+      REQUIRE(at != MAP_FAILED);
+      CHECK(munmap(at, 4096) == 0);
+      CHECK(fail_at > 0);
+      break;
+    }
+    REQUIRE(fail_at < 100);
+  }
+  CHECK(close(fd) == 0);
+  for (const int filler : fillers) CHECK(close(filler) == 0);
+}
+
+TEST_CASE("device work held back behind a stream's host work: its thread, short of memory, still runs it once") {
+  // A callback queued behind a wait for a word of host memory, which the stream's thread does: with
+  // a device queue (HIPXX_HOST_QUEUES=1, or a GPU), that thread puts the callback on the queue once
+  // the wait is over, and needs memory to.
+  hipStream_t stream = stest::make_stream(hipStreamNonBlocking);
+  const int failed_runs = fail_other_threads_until_untouched([&] {
+    std::atomic<std::uint32_t> gate = 0;
+    int calls = 0;
+    arms_other_threads = true;
+    const std::int64_t armed = other_threads_before_failure.exchange(-1);
+    REQUIRE(hipStreamWaitValue32(stream, &gate, 1, hipStreamWaitValueEq, 0xFFFFFFFF) == hipSuccess);
+    REQUIRE(hipLaunchHostFunc(
+                stream, [](void* count) { ++*static_cast<int*>(count); }, &calls) == hipSuccess);
+    other_threads_before_failure = armed;  // from here on, the stream's thread's allocations fail
+    gate = 1;
+    CHECK(hipStreamSynchronize(stream) == hipSuccess);
+    CHECK(calls == 1);
+  });
+  MESSAGE("runs that met a failure: " << failed_runs);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
 }

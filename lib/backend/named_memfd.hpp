@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace hipxx::backend {
 
@@ -51,9 +53,9 @@ inline std::uint64_t fnv1a(const void* bytes, std::size_t count) noexcept {
 // "/memfd:<name> (deleted)".
 inline std::string memfd_link(const std::string& name) { return "/memfd:" + name + " (deleted)"; }
 
-inline bool link_reads(const std::string& path, const std::string& expected) {
+inline bool link_reads(const char* path, const std::string& expected) noexcept {
   std::array<char, 512> target{};
-  const ssize_t length = readlink(path.c_str(), target.data(), target.size());
+  const ssize_t length = readlink(path, target.data(), target.size());
   return length > 0 && static_cast<std::size_t>(length) == expected.size() &&
          std::memcmp(target.data(), expected.data(), expected.size()) == 0;
 }
@@ -73,12 +75,18 @@ inline void* map_peer_memfd(int pid, int fd, const std::string& name, std::size_
   // device, say) never opens it.
   const std::string expected = memfd_link(name);
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  if (!link_reads(path, expected)) return MAP_FAILED;
+  if (!link_reads(path.c_str(), expected)) return MAP_FAILED;
   const int own = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
   if (own < 0) return MAP_FAILED;
+  // Nothing from here to the close may throw: the path of the descriptor just opened is written
+  // into a buffer of its own rather than a string that may need memory.
+  constexpr std::string_view kSelf = "/proc/self/fd/";
+  std::array<char, kSelf.size() + 16> own_path{};
+  const auto written = std::to_chars(own_path.data() + kSelf.size(), own_path.data() + own_path.size() - 1, own);
+  kSelf.copy(own_path.data(), kSelf.size());
   struct stat status {};
   void* at = MAP_FAILED;
-  if (link_reads("/proc/self/fd/" + std::to_string(own), expected) && fstat(own, &status) == 0 &&
+  if (written.ec == std::errc{} && link_reads(own_path.data(), expected) && fstat(own, &status) == 0 &&
       static_cast<std::size_t>(status.st_size) == bytes) {
     at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
   }

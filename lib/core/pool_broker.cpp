@@ -1,6 +1,7 @@
 #include "core/pool_broker.hpp"
 
 #include "core/memory_pool.hpp"
+#include "core/rollback.hpp"
 #include "core/runtime.hpp"
 
 #include <poll.h>
@@ -11,8 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <new>
 #include <system_error>
+#include <thread>
 
 namespace hipxx::core {
 namespace {
@@ -76,39 +80,55 @@ bool PoolBroker::take_queued(std::vector<Entry>& entries) {
   std::uint64_t count = 0;
   (void)(::read(wake_.get(), &count, sizeof count) < 0);
   std::lock_guard lock{mutex_};
+  // Room first: the moves below cannot fail, so a throw leaves every socket queued.
+  entries.reserve(entries.size() + queued_.size());
   for (Entry& entry : queued_) entries.push_back(std::move(entry));
   queued_.clear();
   return !stopping_;
 }
 
 void PoolBroker::run() {
-  std::vector<Entry> entries;
-  std::vector<pollfd> watched;
+  Round round;
   for (;;) {
-    watched.assign(1, pollfd{.fd = wake_.get(), .events = POLLIN, .revents = 0});
-    for (const Entry& entry : entries) {
-      const short wanted = entry.backlogged ? POLLIN | POLLOUT : POLLIN;
-      watched.push_back({.fd = entry.socket.get(), .events = wanted, .revents = 0});
+    try {
+      if (!serve_round(round)) return;
+    } catch (const std::bad_alloc&) {
+      // No memory for this round's lists. Nothing was taken in: requests stay unread in their
+      // sockets, and sockets serve() queued stay queued. A moment later the next round tries again
+      // (woken, as the wake-up that queued them may have been read already).
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+      wake();
     }
-    if (::poll(watched.data(), watched.size(), -1) < 0) continue;  // EINTR; nothing else can fail here
-    // Hang-ups first, so that by the time any reply of this round is sent, every socket whose peer
-    // was already gone is closed.
-    std::vector<bool> keep(entries.size(), true);
-    for (std::size_t index = 0; index < entries.size(); ++index) {
-      const short events = watched[index + 1].revents;
-      if ((events & (POLLHUP | POLLERR | POLLNVAL)) != 0) keep[index] = false;
-    }
-    const std::size_t polled = entries.size();  // open_channel appends; new entries wait for the next round
-    for (std::size_t index = 0; index < polled; ++index) {
-      const short events = watched[index + 1].revents;
-      if ((events & POLLOUT) != 0) entries[index].backlogged = false;  // room for replies again
-      if (keep[index] && (events & POLLIN) != 0) keep[index] = answer(entries, index);
-    }
-    for (std::size_t index = polled; index-- > 0;) {
-      if (!keep[index]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(index));
-    }
-    if ((watched[0].revents & POLLIN) != 0 && !take_queued(entries)) return;
   }
+}
+
+bool PoolBroker::serve_round(Round& round) {
+  std::vector<Entry>& entries = round.entries;
+  std::vector<pollfd>& watched = round.watched;
+  std::vector<bool>& keep = round.keep;
+  watched.assign(1, pollfd{.fd = wake_.get(), .events = POLLIN, .revents = 0});
+  for (const Entry& entry : entries) {
+    const short wanted = entry.backlogged ? POLLIN | POLLOUT : POLLIN;
+    watched.push_back({.fd = entry.socket.get(), .events = wanted, .revents = 0});
+  }
+  if (::poll(watched.data(), watched.size(), -1) < 0) return true;  // EINTR; nothing else can fail here
+  // Hang-ups first, so that by the time any reply of this round is sent, every socket whose peer
+  // was already gone is closed.
+  keep.assign(entries.size(), true);
+  for (std::size_t index = 0; index < entries.size(); ++index) {
+    const short events = watched[index + 1].revents;
+    if ((events & (POLLHUP | POLLERR | POLLNVAL)) != 0) keep[index] = false;
+  }
+  const std::size_t polled = entries.size();  // open_channel appends; new entries wait for the next round
+  for (std::size_t index = 0; index < polled; ++index) {
+    const short events = watched[index + 1].revents;
+    if ((events & POLLOUT) != 0) entries[index].backlogged = false;  // room for replies again
+    if (keep[index] && (events & POLLIN) != 0) keep[index] = answer(entries, index);
+  }
+  for (std::size_t index = polled; index-- > 0;) {
+    if (!keep[index]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+  return (watched[0].revents & POLLIN) == 0 || take_queued(entries);
 }
 
 bool PoolBroker::answer(std::vector<Entry>& entries, std::size_t index) {
@@ -128,8 +148,14 @@ bool PoolBroker::answer(std::vector<Entry>& entries, std::size_t index) {
     return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
   std::memcpy(&request, buffer.data(), sizeof request);
   if (request.magic != kRequestMagic) return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
-  if (entry.kind == Kind::exported && request.op == BrokerOp::open_channel) return open_channel(entries, index);
-  if (entry.kind == Kind::channel && request.op == BrokerOp::chunk) return send_chunk(entry, request);
+  try {
+    if (entry.kind == Kind::exported && request.op == BrokerOp::open_channel) return open_channel(entries, index);
+    if (entry.kind == Kind::channel && request.op == BrokerOp::chunk) return send_chunk(entry, request);
+  } catch (const std::bad_alloc&) {
+    // The request was read: its asker is told, as for any other shortage. (open_channel may have
+    // moved the entries.)
+    return keeps(entries[index], send_status(entries[index].socket.get(), hipErrorOutOfMemory));
+  }
   return keeps(entry, send_status(entry.socket.get(), hipErrorInvalidValue));
 }
 
@@ -154,6 +180,8 @@ bool PoolBroker::room_for_channel(const std::vector<Entry>& entries) noexcept {
 }
 
 bool PoolBroker::open_channel(std::vector<Entry>& entries, std::size_t index) {
+  // Room for the channel before it is handed out: once sent, it must be kept.
+  entries.reserve(entries.size() + 1);
   Entry& exported = entries[index];
   const std::shared_ptr<MemoryPool> pool = exported.pool.lock();
   if (!pool) return keeps(exported, send_status(exported.socket.get(), hipErrorInvalidValue));
@@ -166,7 +194,7 @@ bool PoolBroker::open_channel(std::vector<Entry>& entries, std::size_t index) {
   // `given` is closed here once sent: the reader now holds the only other end. Unsent, the pair
   // goes with this function.
   if (!send_message(exported.socket.get(), &reply, sizeof reply, given.get())) return keeps(exported, false);
-  // Moved out before push_back, which may move `exported` itself.
+  // Copied out before push_back (which has room, so neither throws nor moves `exported`).
   Entry channel{.socket = std::move(kept), .kind = Kind::channel, .pool = exported.pool, .token = exported.token};
   entries.push_back(std::move(channel));
   return true;
@@ -187,8 +215,11 @@ bool PoolBroker::send_chunk(const Entry& entry, const BrokerRequest& request) {
   if (const hipError_t error = runtime_.retain(&handle, at, Holder::runtime); error != hipSuccess)
     return send_status(socket, error);
   int fd = -1;
-  const hipError_t exported = runtime_.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0);
-  (void)runtime_.release(handle);
+  hipError_t exported = hipErrorUnknown;
+  {
+    const Rollback let_go{[&] { (void)runtime_.release(handle); }};
+    exported = runtime_.export_handle(&fd, handle, hipMemHandleTypePosixFileDescriptor, 0);
+  }
   if (exported != hipSuccess) return send_status(socket, exported);
   const OwnedFd chunk_fd{fd};
   BrokerReply reply;

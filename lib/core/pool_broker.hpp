@@ -17,6 +17,7 @@
 
 #include "core/pool_wire.hpp"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <memory>
@@ -65,7 +66,17 @@ class PoolBroker {
     bool backlogged = false;
   };
 
+  // The thread's lists, kept from round to round.
+  struct Round {
+    std::vector<Entry> entries;
+    std::vector<pollfd> watched;
+    std::vector<bool> keep;
+  };
+
   void run();
+  // Waits for requests and answers them; false once the broker is to stop. May throw std::bad_alloc
+  // only where nothing was taken in.
+  [[nodiscard]] bool serve_round(Round& round);
   void wake() const noexcept;
   // Moves sockets queued by serve() into `entries`; false once the broker is to stop.
   [[nodiscard]] bool take_queued(std::vector<Entry>& entries);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <new>
 
 namespace hipxx::core {
 
@@ -132,9 +133,26 @@ std::uint64_t Stream::push_host_task(HostTask task) {
   return sequence;
 }
 
-hipError_t Stream::submit_locked(const QueueWork& on_queue, std::uint64_t sequence) {
-  const hipError_t queued = on_queue(*queue_, sequence);
-  return queued == hipSuccess ? mark_submitted_locked(sequence) : queued;
+hipError_t Stream::submit_held_back_locked(const QueueWork& on_queue, std::uint64_t sequence) noexcept {
+  hipError_t queued = hipErrorNotSupported;
+  try {
+    queued = on_queue(*queue_, sequence);
+  } catch (const std::bad_alloc&) {
+    return hipErrorNotSupported;  // not queued: the host form runs in its place, on this thread
+  }
+  if (queued != hipSuccess) return queued;
+  device_tail_ = sequence;
+  // On the queue now, so it is not run again in its host form, whatever the mark does. A mark
+  // that could not be queued leaves marked_ behind, and the next wait marks again.
+  try {
+    if (const hipError_t marked = queue_->mark(sequence); marked == hipSuccess) {
+      marked_ = sequence;
+    } else {
+      note_failure(marked, sequence);
+    }
+  } catch (const std::bad_alloc&) {
+  }
+  return hipSuccess;
 }
 
 hipError_t Stream::submit_unmarked_locked(const QueueWork& on_queue, std::uint64_t sequence) {
@@ -339,7 +357,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     wait_for_queue_room();
     lock.lock();
-    const hipError_t queued = submit_locked(task.on_queue, task.sequence);
+    const hipError_t queued = submit_held_back_locked(task.on_queue, task.sequence);
     task.on_queue = nullptr;
     if (queued == hipSuccess) {
       task.work = nullptr;

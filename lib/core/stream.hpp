@@ -30,6 +30,7 @@ namespace hipxx::core {
 using StreamTask = std::function<hipError_t()>;
 // The same work put on a device queue as the stream's work number `sequence`. hipErrorNotSupported:
 // the queue cannot do it (nothing was queued), and the stream runs the host form in its place.
+// One that throws std::bad_alloc has queued nothing either.
 using QueueWork = std::function<hipError_t(backend::Queue&, std::uint64_t sequence)>;
 
 // A pool a stream has used, by its base address and its never-reused serial (a base comes back
@@ -204,8 +205,10 @@ class Stream {
   std::uint64_t push_host_task(HostTask task);
   // No work for the stream's thread queued or running: device work may go straight to the queue.
   [[nodiscard]] bool lane_idle_locked() const noexcept;
-  // Puts `on_queue` on the device queue as work number `sequence`, marked when done.
-  [[nodiscard]] hipError_t submit_locked(const QueueWork& on_queue, std::uint64_t sequence);
+  // From the stream's thread, which nothing may throw out of: puts held-back `on_queue` on the
+  // device queue as work number `sequence`, marked when done. hipSuccess once the queue took it;
+  // hipErrorNotSupported where it did not, for lack of memory too: its host form runs instead.
+  [[nodiscard]] hipError_t submit_held_back_locked(const QueueWork& on_queue, std::uint64_t sequence) noexcept;
   // The same, marked only when something waits for it (see marked_).
   [[nodiscard]] hipError_t submit_unmarked_locked(const QueueWork& on_queue, std::uint64_t sequence);
   // Has the queue mark `sequence` after the work just put on it.
