@@ -661,6 +661,43 @@ TEST_CASE("allocations racing the destroy of their pool: each is refused, or usa
   CHECK(hipDeviceSynchronize() == hipSuccess);
 }
 
+TEST_CASE("hipMallocAsync while another thread destroys the device's current pool: never refused") {
+  LeakCheck leaks;
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::atomic<int> granted{0};
+  std::thread allocator([&] {
+    hipStream_t stream = nullptr;
+    REQUIRE(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking) == hipSuccess);
+    while (!stop) {
+      // No pool named: the device's current one, whichever that is at the moment, serves.
+      void* block = nullptr;
+      if (hipMallocAsync(&block, 4096, stream) != hipSuccess) {
+        ++refused;
+        continue;
+      }
+      ++granted;
+      if (hipFreeAsync(block, stream) != hipSuccess) ++refused;
+    }
+    CHECK(hipStreamDestroy(stream) == hipSuccess);
+  });
+  hipMemPool_t default_pool = nullptr;
+  REQUIRE(hipDeviceGetDefaultMemPool(&default_pool, 0) == hipSuccess);
+  for (int round = 0; round < 300 && refused == 0; ++round) {
+    const hipMemPool_t pool = make_pool();
+    REQUIRE(hipDeviceSetMemPool(0, pool) == hipSuccess);
+    CHECK(hipMemPoolDestroy(pool) == hipSuccess);  // the device's current pool is its default one again
+  }
+  stop = true;
+  allocator.join();
+  CHECK(refused == 0);
+  CHECK(granted > 0);
+  hipMemPool_t current = nullptr;
+  CHECK(hipDeviceGetMemPool(&current, 0) == hipSuccess);
+  CHECK(current == default_pool);
+  CHECK(hipDeviceSynchronize() == hipSuccess);
+}
+
 TEST_CASE("hipMemPoolDestroy: default pools cannot be destroyed; unknown pools are refused" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

@@ -418,30 +418,33 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   // By reference, into this thread's cache: nothing below resolves another stream.
   const std::shared_ptr<Stream>& target = streams_.resolve(stream, current_device());
   if (!target) return hipErrorInvalidHandle;
-  std::shared_ptr<MemoryPool> source;
-  if (pool == nullptr) {
-    if (const hipError_t error = pools_.allocation_pool(target->traits().device, &source); error != hipSuccess) {
-      return error;
-    }
-  } else {
-    source = pools_.resolve(pool);
-    if (!source) return hipErrorInvalidValue;
-  }
-  if (size == 0) {
-    *ptr = nullptr;
-    return hipSuccess;
-  }
   PoolGrant grant;
-  if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
-  // A pool destroyed meanwhile may have found itself drained before this allocation counted, and
-  // gone: the block is handed back rather than out. The fences pair with PoolRegistry::destroy's,
-  // so that this thread sees the destroy or the destroy sees the allocation (then the pool stays
-  // until the block comes back, here).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (source->orphaned()) {
+  for (;;) {
+    std::shared_ptr<MemoryPool> source;
+    if (pool == nullptr) {
+      if (const hipError_t error = pools_.allocation_pool(target->traits().device, &source); error != hipSuccess) {
+        return error;
+      }
+    } else {
+      source = pools_.resolve(pool);
+      if (!source) return hipErrorInvalidValue;
+    }
+    if (size == 0) {
+      *ptr = nullptr;
+      return hipSuccess;
+    }
+    if (const hipError_t error = source->allocate(size, target, &grant); error != hipSuccess) return error;
+    // A pool destroyed meanwhile may have found itself drained before this allocation counted, and
+    // gone: the block is handed back rather than out. The fences pair with PoolRegistry::destroy's,
+    // so that this thread sees the destroy or the destroy sees the allocation (then the pool stays
+    // until the block comes back, here).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!source->orphaned()) break;
     (void)source->free(grant.address, nullptr);
     pools_.forget_if_drained(source);
-    return hipErrorInvalidValue;
+    // A pool the caller named is gone. The device's current pool, which the caller did not name, has
+    // been replaced (by its default pool, or whichever pool that thread set): that one serves.
+    if (pool != nullptr) return hipErrorInvalidValue;
   }
   if (grant.wait_stream) {
     // Reuse across streams with no order between them: the allocating stream waits for the free.
