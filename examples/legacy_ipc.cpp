@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +60,7 @@ bool transfer(int socket, void* data, std::size_t bytes, bool sending) {
   auto* at = static_cast<char*>(data);
   while (bytes > 0) {
     const ssize_t done = sending ? ::write(socket, at, bytes) : ::read(socket, at, bytes);
+    if (done < 0 && errno == EINTR) continue;  // a signal of the application's came first
     if (done <= 0) return false;
     at += done;
     bytes -= static_cast<std::size_t>(done);
@@ -135,7 +137,8 @@ int parent(int socket, pid_t child_pid) {
   char done = 'n';
   const bool answered = sent && transfer(socket, &done, 1, false);
   int status = 0;
-  waitpid(child_pid, &status, 0);
+  while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR) {
+  }
   const bool child_ok = answered && done == 'y' && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!child_ok) std::printf("[%s] the child failed (answered: %s)\n", who, answered ? "yes" : "no");
   const bool ok = read_half(memory, kSize / 2, 2, who);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -93,6 +94,16 @@ bool read_half(const hipxx::Mapping& mapping, std::size_t offset, std::uint64_t 
   return bad == 0;
 }
 
+// One byte over the socket, again where a signal of the application's interrupted the call.
+bool one_byte(int socket, char* byte, bool sending) {
+  for (;;) {
+    const ssize_t done = sending ? ::write(socket, byte, 1) : ::read(socket, byte, 1);
+    if (done == 1) return true;
+    if (done < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
 int child(int socket) {
   const char* const who = "child ";
   auto received = must(hipxx::recv_fd<Shared>(socket), who, "recv_fd");
@@ -115,8 +126,8 @@ int child(int socket) {
   std::fflush(stdout);
 
   // Tell the parent the answer is there.
-  const char done = ok ? 'y' : 'n';
-  if (::write(socket, &done, 1) != 1) return 1;
+  char answer = ok ? 'y' : 'n';
+  if (!one_byte(socket, &answer, true)) return 1;
   return ok ? 0 : 1;
 }
 
@@ -144,9 +155,10 @@ int parent(int socket, pid_t child_pid) {
   must(fd.close(), who, "close the exported fd");
 
   char done = 'n';
-  const bool answered = ::read(socket, &done, 1) == 1;
+  const bool answered = one_byte(socket, &done, false);
   int status = 0;
-  waitpid(child_pid, &status, 0);
+  while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR) {
+  }
   const bool child_ok = answered && done == 'y' && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!child_ok) {
     std::printf("[%s] the child failed (answered: %s, exit status %d)\n", who, answered ? "yes" : "no",
