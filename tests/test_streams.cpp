@@ -2151,6 +2151,79 @@ TEST_CASE("the per-thread stream named after the thread's runtime state went is 
 }
 
 namespace {
+// A callback that waits until the test has queued what it needs behind it, then makes `call`.
+struct GatedCall {
+  std::atomic<bool> go = false;
+  std::function<hipError_t()> call;
+  hipError_t result = hipErrorUnknown;
+};
+
+void run_gated_call(void* data) {
+  auto* gated = static_cast<GatedCall*>(data);
+  while (!gated->go.load()) std::this_thread::yield();
+  gated->result = gated->call();
+}
+}  // namespace
+
+TEST_CASE("a callback's synchronous copy that would wait for it through another stream's event wait is refused") {
+  LeakCheck leaks;
+  const std::vector<unsigned char> source(64, 0x2B);
+  void* const memory = malloc_device(source.size());
+  hipStream_t running = make_stream(hipStreamNonBlocking);
+  hipStream_t blocking = make_stream(hipStreamDefault);
+  hipEvent_t before = nullptr;
+  hipEvent_t after = nullptr;
+  REQUIRE(hipEventCreate(&before) == hipSuccess);
+  REQUIRE(hipEventCreate(&after) == hipSuccess);
+  for (const bool waits_for_later : {false, true}) {
+    CAPTURE(waits_for_later);
+    GatedCall copy;
+    copy.call = [&] { return hipMemcpy(memory, source.data(), source.size(), hipMemcpyHostToDevice); };
+    REQUIRE(hipEventRecord(before, running) == hipSuccess);
+    REQUIRE(hipLaunchHostFunc(running, run_gated_call, &copy) == hipSuccess);
+    REQUIRE(hipEventRecord(after, running) == hipSuccess);
+    // The blocking stream, which the null stream's synchronous copy waits for, waits for the
+    // callback's stream: after the callback, or (no cycle) only up to before it.
+    REQUIRE(hipStreamWaitEvent(blocking, waits_for_later ? after : before, 0) == hipSuccess);
+    copy.go = true;
+    CHECK(hipStreamSynchronize(running) == hipSuccess);
+    CHECK(copy.result == (waits_for_later ? hipErrorIllegalState : hipSuccess));
+    CHECK(hipStreamSynchronize(blocking) == hipSuccess);
+  }
+  CHECK(hipEventDestroy(before) == hipSuccess);
+  CHECK(hipEventDestroy(after) == hipSuccess);
+  CHECK(hipStreamDestroy(running) == hipSuccess);
+  CHECK(hipStreamDestroy(blocking) == hipSuccess);
+  CHECK(hipFree(memory) == hipSuccess);
+}
+
+TEST_CASE("a callback's hipFree of another device's memory, whose stream waits for the callback, is refused" *
+          doctest::test_suite("devices-2")) {
+  LeakCheck leaks;
+  REQUIRE(hipSetDevice(1) == hipSuccess);
+  void* const other_memory = malloc_device(4096);
+  hipStream_t other = make_stream(hipStreamNonBlocking);
+  REQUIRE(hipSetDevice(0) == hipSuccess);
+  hipStream_t running = make_stream(hipStreamNonBlocking);
+  hipEvent_t after = nullptr;
+  REQUIRE(hipEventCreate(&after) == hipSuccess);
+  GatedCall free_call;
+  free_call.call = [&] { return hipFree(other_memory); };
+  REQUIRE(hipLaunchHostFunc(running, run_gated_call, &free_call) == hipSuccess);
+  REQUIRE(hipEventRecord(after, running) == hipSuccess);
+  REQUIRE(hipStreamWaitEvent(other, after, 0) == hipSuccess);
+  free_call.go = true;
+  CHECK(hipStreamSynchronize(running) == hipSuccess);
+  CHECK(free_call.result == hipErrorIllegalState);
+  // Refused, the memory is as it was, and is freed once the wait is over.
+  CHECK(hipStreamSynchronize(other) == hipSuccess);
+  CHECK(hipFree(other_memory) == hipSuccess);
+  CHECK(hipEventDestroy(after) == hipSuccess);
+  CHECK(hipStreamDestroy(running) == hipSuccess);
+  CHECK(hipStreamDestroy(other) == hipSuccess);
+}
+
+namespace {
 // A child process of this executable (HIPXX_TEST_STREAMS_CHILD=at-exit) uses a stream and the null
 // stream in main's place, then exits: its atexit handler, which glibc runs after the exiting thread's
 // thread_locals are gone, uses them again, and exits with the number of calls that failed.

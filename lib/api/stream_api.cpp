@@ -161,8 +161,8 @@ hipError_t enqueue_host_work(Runtime& runtime, Stream& target, Call call) {
         const auto with_stream_failure = [raw, call, sequence](hipError_t status) {
           call(status != hipSuccess ? status : raw->work_failure_through(sequence));
         };
-        auto work =
-            std::make_unique<QueuedHostWork<decltype(with_stream_failure)>>(with_stream_failure, raw->work_source());
+        auto work = std::make_unique<QueuedHostWork<decltype(with_stream_failure)>>(with_stream_failure,
+                                                                                    raw->work_source(sequence));
         const hipError_t accepted = queue.host_call(work.get(), sequence);
         if (accepted == hipSuccess) (void)work.release();
         return accepted;

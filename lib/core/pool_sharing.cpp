@@ -198,7 +198,7 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
     if (found == pointers_.end()) return std::nullopt;
     // As for a pool of this process: hipFree waits for the device's streams, which from one of
     // their own callbacks would wait for itself.
-    if (!stream && RunningStreamWork::would_wait_for_itself(found->second.pool->device())) {
+    if (!stream && runtime_.device_wait_reaches_running_work(found->second.pool->device())) {
       return hipErrorIllegalState;
     }
     if (--found->second.imports > 0) return hipSuccess;  // still held by another import

@@ -139,8 +139,16 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
   return hipSuccess;
 }
 
+bool Runtime::device_wait_reaches_running_work(int device) const {
+  return RunningStreamWork::would_wait_for_itself(device) || streams_.waits_for_running_work(device, false);
+}
+
+bool Runtime::null_stream_wait_reaches_running_work(int device) const {
+  return RunningStreamWork::null_stream_would_wait_for_it(device) || streams_.waits_for_running_work(device, true);
+}
+
 hipError_t Runtime::finish_device_work(int device) {
-  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
+  if (device_wait_reaches_running_work(device)) return hipErrorIllegalState;
   // A stream's failure is its synchronize's to report; what waited here goes on all the same.
   (void)streams_.synchronize_device(device);
   return backend_->synchronize(device);
@@ -148,7 +156,7 @@ hipError_t Runtime::finish_device_work(int device) {
 
 void Runtime::finish_calling_device_streams(int device) {
   const int current = current_device();
-  if (current != device && valid_device(current) && !RunningStreamWork::would_wait_for_itself(current)) {
+  if (current != device && valid_device(current) && !device_wait_reaches_running_work(current)) {
     (void)streams_.synchronize_device(current);
   }
 }
@@ -158,7 +166,7 @@ hipError_t Runtime::deallocate(void* ptr) {
   if (const std::shared_ptr<MemoryPool> pool = pools_.owner_of(reinterpret_cast<std::uintptr_t>(ptr))) {
     // hipFree of a stream-ordered allocation waits for the device, then frees at once. A stream of
     // the calling thread's device may use it too (a pool may serve another device's streams).
-    if (RunningStreamWork::would_wait_for_itself(pool->device())) return hipErrorIllegalState;
+    if (device_wait_reaches_running_work(pool->device())) return hipErrorIllegalState;
     (void)streams_.synchronize_device(pool->device());
     finish_calling_device_streams(pool->device());
     if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
@@ -291,7 +299,7 @@ hipError_t Runtime::copy(void* dst, const void* src, std::size_t bytes, hipMemcp
     if (streams_.device_idle(device)) return backend_->copy(dst, src, bytes);
     owners = owners_of_locked(dst, src);
   }
-  if (RunningStreamWork::null_stream_would_wait_for_it(device)) return hipErrorIllegalState;
+  if (null_stream_wait_reaches_running_work(device)) return hipErrorIllegalState;
   return run_on_null_stream(device, [&] { return copy_now(dst, src, bytes, device, owners); });
 }
 
@@ -310,7 +318,7 @@ hipError_t Runtime::fill(void* dst, int value, std::size_t bytes) {
     if (streams_.device_idle(device)) return backend_->fill(dst, byte, bytes);
     owner = owner_of_locked(dst);
   }
-  if (RunningStreamWork::null_stream_would_wait_for_it(device)) return hipErrorIllegalState;
+  if (null_stream_wait_reaches_running_work(device)) return hipErrorIllegalState;
   return run_on_null_stream(device, [&] { return fill_now(dst, byte, bytes, device, owner); });
 }
 
@@ -396,7 +404,7 @@ hipError_t Runtime::store_word(void* address, std::size_t bytes, MemoryOwner own
 
 hipError_t Runtime::synchronize() {
   const int device = current_device();
-  if (RunningStreamWork::would_wait_for_itself(device)) return hipErrorIllegalState;
+  if (device_wait_reaches_running_work(device)) return hipErrorIllegalState;
   // Work that failed on any stream of the device is reported here, as HIP reports an earlier
   // asynchronous failure at the next synchronize; the device's own failure comes first.
   const hipError_t streams_failure = streams_.synchronize_device(device);

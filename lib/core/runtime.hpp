@@ -103,6 +103,12 @@ class alignas(64) Runtime {
   // device whose memory a hipFree lets go) and the thread does not run such work itself: they may
   // reach the memory as a peer.
   void finish_calling_device_streams(int device);
+  // Whether, from stream work the calling thread runs (a callback), waiting for every stream of
+  // `device` (a device synchronize, hipFree), or for `device`'s null stream (a synchronous copy or
+  // fill), would wait for that work itself: through its own stream, or through another stream that
+  // waits for it (an event recorded after it, null-stream order). Refused with hipErrorIllegalState.
+  [[nodiscard]] bool device_wait_reaches_running_work(int device) const;
+  [[nodiscard]] bool null_stream_wait_reaches_running_work(int device) const;
   [[nodiscard]] hipError_t copy(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind);
   [[nodiscard]] hipError_t fill(void* dst, int value, std::size_t bytes);
   [[nodiscard]] hipError_t copy_async(void* dst, const void* src, std::size_t bytes, hipMemcpyKind kind,

@@ -34,8 +34,11 @@ std::optional<StreamWorkSource> RunningStreamWork::current() noexcept {
   return running_source.device >= 0 ? std::optional{running_source} : std::nullopt;
 }
 
-StreamWorkSource Stream::work_source() const noexcept {
-  return {.device = traits_.device, .waited_for_by_null_stream = traits_.is_null || blocking()};
+StreamWorkSource Stream::work_source(std::uint64_t point) const noexcept {
+  return {.device = traits_.device,
+          .waited_for_by_null_stream = traits_.is_null || blocking(),
+          .stream = serial_,
+          .point = point};
 }
 
 Stream::Stream(StreamTraits traits, std::unique_ptr<backend::Queue> queue)
@@ -50,9 +53,9 @@ void Stream::note_ordered_after(const Stream& other, std::uint64_t point) {
   known = std::max(known, point);
 }
 
-std::uint64_t Stream::known_point(const Stream& other) const {
+std::uint64_t Stream::known_point(std::uint64_t other_serial) const {
   std::lock_guard lock{mutex_};
-  const auto found = ordered_after_.find(other.serial());
+  const auto found = ordered_after_.find(other_serial);
   return found == ordered_after_.end() ? 0 : found->second;
 }
 
@@ -372,6 +375,7 @@ bool Stream::run_front(std::unique_lock<std::mutex>& lock) {
   if (queue_) wait_on_queue(task.sequence - 1);
   hipError_t result = hipErrorUnknown;
   try {
+    const RunningStreamWork running{work_source(task.sequence)};
     result = task.work ? task.work() : hipSuccess;
   } catch (...) {
     result = hipErrorUnknown;

@@ -61,6 +61,10 @@ void forget_resolved_stream() noexcept;
 struct StreamWorkSource {
   int device = -1;
   bool waited_for_by_null_stream = false;  // the null stream itself, or a blocking stream
+  // The running work's stream (its serial) and the point after that work; 0 where no one task runs
+  // (the stream's thread between tasks).
+  std::uint64_t stream = 0;
+  std::uint64_t point = 0;
 };
 
 // Marks the calling thread as running stream work (a callback the driver calls, say) of `source`
@@ -155,7 +159,8 @@ class Stream {
   // Stream-order knowledge for the pool allocator: work queued here from now on runs after
   // `other` reached `point` (an event wait or a null-stream barrier put that in the queue).
   void note_ordered_after(const Stream& other, std::uint64_t point);
-  [[nodiscard]] std::uint64_t known_point(const Stream& other) const;
+  [[nodiscard]] std::uint64_t known_point(const Stream& other) const { return known_point(other.serial()); }
+  [[nodiscard]] std::uint64_t known_point(std::uint64_t other_serial) const;
 
   // The pools this stream has allocated from or freed into: synchronising the stream may make
   // their cached memory safe to release, and so due for their release thresholds. Kept apart from
@@ -167,7 +172,8 @@ class Stream {
   [[nodiscard]] std::vector<PoolRef> pools() const;
 
   [[nodiscard]] const StreamTraits& traits() const noexcept { return traits_; }
-  [[nodiscard]] StreamWorkSource work_source() const noexcept;
+  // Who runs this stream's work `point` (0: any of it, the stream's thread between tasks).
+  [[nodiscard]] StreamWorkSource work_source(std::uint64_t point = 0) const noexcept;
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   [[nodiscard]] bool blocking() const noexcept { return (traits_.flags & hipStreamNonBlocking) == 0; }
   // Set by hipStreamDestroy, under the registry's lock: work that a caller resolved the stream for

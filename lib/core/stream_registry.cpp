@@ -194,6 +194,19 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
   return last.stream;
 }
 
+bool StreamRegistry::waits_for_running_work(int device, bool null_stream_order) const {
+  const std::optional<StreamWorkSource> running = RunningStreamWork::current();
+  if (!running || running->point == 0) return false;
+  const auto waits = [&](const Stream& stream) {
+    return stream.traits().device == device && (!null_stream_order || stream.traits().is_null || stream.blocking()) &&
+           stream.known_point(running->stream) >= running->point;
+  };
+  std::lock_guard lock{mutex_};
+  const auto slot = static_cast<std::size_t>(device);
+  if (slot < null_streams_.size() && null_streams_[slot] && waits(*null_streams_[slot])) return true;
+  return std::any_of(streams_.begin(), streams_.end(), [&](const auto& entry) { return waits(*entry.second); });
+}
+
 std::shared_ptr<Stream> StreamRegistry::look_up(hipStream_t stream, int current_device) {
   std::lock_guard lock{mutex_};
   if (names_null_stream(stream)) {
