@@ -2,6 +2,9 @@
 // elapsed time and its refusals, re-record semantics, hipStreamWaitEvent, destroyed events.
 #include "stream_test_support.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <string>
 
 using namespace stest;
@@ -565,4 +568,50 @@ TEST_CASE("events under threads: many threads record, query and wait on shared e
     CHECK(hipEventQuery(event) == hipSuccess);
     CHECK(hipEventDestroy(event) == hipSuccess);
   }
+}
+
+TEST_CASE("an interprocess event recorded by several threads on one stream, some of them rarely run, never hangs") {
+  // Each record takes a slot of the event's 1024; one whose slot is still held waits for the oldest
+  // record to settle. Recorders that are preempted mid-call (here: two of four at the idle
+  // scheduling class, all on one processor) must not leave a record queued behind one that waits for
+  // it. Two seconds of records, then every record settles.
+  LeakCheck leaks;
+  hipEvent_t event = nullptr;
+  REQUIRE(hipEventCreateWithFlags(&event, hipEventInterprocess | hipEventDisableTiming) == hipSuccess);
+  hipStream_t stream = make_stream();
+  cpu_set_t one_processor;
+  CPU_ZERO(&one_processor);
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  for (int processor = 0; processor < CPU_SETSIZE; ++processor) {
+    if (CPU_ISSET(processor, &allowed)) {
+      CPU_SET(processor, &one_processor);
+      break;
+    }
+  }
+  std::atomic<bool> stop = false;
+  std::atomic<long> records = 0;
+  std::atomic<int> failures = 0;
+  std::vector<std::thread> recorders;
+  for (int index = 0; index < 4; ++index) {
+    recorders.emplace_back([&, index] {
+      (void)pthread_setaffinity_np(pthread_self(), sizeof one_processor, &one_processor);
+      if (index < 2) {
+        const sched_param lowest{};
+        (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &lowest);
+      }
+      while (!stop) {
+        if (hipEventRecord(event, stream) != hipSuccess) ++failures;
+        ++records;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds{2});
+  stop = true;
+  for (std::thread& recorder : recorders) recorder.join();
+  CHECK(failures == 0);
+  CHECK(records > 1024);
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipStreamDestroy(stream) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
 }

@@ -1,8 +1,7 @@
 // Events: record, wait, query and time.
 #include "api/guard.hpp"
-#include "backend/poll_until.hpp"
+#include "core/rollback.hpp"
 
-#include <atomic>
 #include <chrono>
 #include <optional>
 
@@ -39,18 +38,21 @@ hipError_t record_on_queue(Runtime& runtime, const std::shared_ptr<Event>& event
   return hipSuccess;
 }
 
-// An interprocess event's record takes its number only once the stream has accepted it, so that a
-// refused record leaves the event as it was; the stream's task, which may run at once, waits the
-// moment it takes for the number to be set.
+// An interprocess event's record takes its number first (and its slot: where every slot is held,
+// it waits for the oldest record to settle), so the stream's task knows it from the start and waits
+// for nothing. Numbers taken after it by other threads may be queued before it, but each of those
+// tasks knows its number too: none waits for a task queued behind it. A record the stream refuses
+// (destroyed meanwhile by another thread), or that could not be queued, is reached at once, as if
+// it had run: a number left unreached would hold its slot, and every record 1024 later, for ever.
 hipError_t record_shared(Runtime& runtime, const std::shared_ptr<SharedEventState>& shared, Stream& where) {
-  auto number = std::make_shared<std::atomic<std::uint64_t>>(0);
+  const std::uint64_t number = shared->take_record();
+  hipxx::core::Rollback reached_unqueued{[&] { shared->reach(number); }};
   const std::optional<std::uint64_t> placed = runtime.streams().enqueue(where, [shared, number] {
-    hipxx::backend::poll_until([&] { return number->load(std::memory_order_acquire) != 0; });
-    shared->reach(number->load(std::memory_order_acquire));
+    shared->reach(number);
     return hipSuccess;
   });
-  if (!placed) return hipErrorInvalidHandle;  // the stream was destroyed meanwhile
-  number->store(shared->take_record(), std::memory_order_release);
+  if (!placed) return hipErrorInvalidHandle;
+  reached_unqueued.keep();
   return hipSuccess;
 }
 
