@@ -89,6 +89,12 @@ class Peer {
 
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
+  // Sends a request whose answer is not waited for (the peer may never give it).
+  void send(Request const& request) {
+    REQUIRE_MESSAGE(pid_ > 0, "the peer is gone");
+    REQUIRE_MESSAGE(ipc_test::write_all(socket_, &request, sizeof request), "the peer hung up");
+  }
+
   Reply call(Request const& request) {
     REQUIRE_MESSAGE(pid_ > 0, "the peer is gone");
     Reply reply{};
@@ -832,6 +838,40 @@ TEST_CASE("a record whose process is gone holds an interprocess event up no long
   // Later records are made and reached as before.
   REQUIRE(hipEventRecord(event, nullptr) == hipSuccess);
   CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipEventDestroy(event) == hipSuccess);
+}
+
+TEST_CASE("a process killed while its record waits for one of 1024 slots leaves the interprocess event whole") {
+  stest::LeakCheck leaks;
+  hipEvent_t const event = make_interprocess_event();
+  hipIpcEventHandle_t handle{};
+  REQUIRE(hipIpcGetEventHandle(&handle, event) == hipSuccess);
+  // Every slot taken by a record of this process's, held on a stream behind a gate.
+  hipStream_t held = nullptr;
+  REQUIRE(hipStreamCreateWithFlags(&held, hipStreamNonBlocking) == hipSuccess);
+  std::uint32_t gate = 0;
+  REQUIRE(hipStreamWaitValue32(held, &gate, 1, hipStreamWaitValueEq, 0xFFFFFFFF) == hipSuccess);
+  for (std::size_t record = 0; record < 1024; ++record) REQUIRE(hipEventRecord(event, held) == hipSuccess);
+  {
+    Peer peer;
+    Reply const opened = event_call(peer, Op::event_open, 0, &handle);
+    REQUIRE(opened.status == hipSuccess);
+    // The peer's record waits for the oldest slot to settle; it is killed while it waits.
+    Request request{};
+    request.op = Op::event_record_held;
+    request.slot = static_cast<std::uint32_t>(opened.value);
+    peer.send(request);
+    std::this_thread::sleep_for(300ms);
+    peer.kill();
+  }
+  std::atomic_ref<std::uint32_t>{gate}.store(1);
+  REQUIRE(hipStreamSynchronize(held) == hipSuccess);
+  // This process's records are all reached, and nothing of the killed process's holds the event.
+  CHECK(stest::eventually([&] { return hipEventQuery(event) == hipSuccess; }, std::chrono::milliseconds{10000}));
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  REQUIRE(hipEventRecord(event, nullptr) == hipSuccess);
+  CHECK(hipEventSynchronize(event) == hipSuccess);
+  CHECK(hipStreamDestroy(held) == hipSuccess);
   CHECK(hipEventDestroy(event) == hipSuccess);
 }
 

@@ -16,12 +16,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace hipxx::core {
 namespace {
 
 constexpr std::array<char, 8> kEventMagic{'h', 'i', 'p', 'x', 'x', 'E', 'V', 'T'};
-constexpr std::uint32_t kEventHandleVersion = 1;
+constexpr std::uint32_t kEventHandleVersion = 2;  // 2: records claimed with their pid in one word
 // Whole pages holding an event's records: what the creator sizes its memfd to, and what an importer
 // finds, or refuses the file.
 constexpr std::size_t kRecordsBytes = std::size_t{32} * 1024;
@@ -138,18 +139,36 @@ hipIpcEventHandle_t SharedEventState::handle() const noexcept {
 }
 
 std::uint64_t SharedEventState::take_record() {
-  const std::uint64_t record = records_->taken.fetch_add(1, std::memory_order_acq_rel) + 1;
-  // The slot's last record must be settled before this one takes it over.
-  if (record > kSlots) {
-    backend::poll_until([&] {
-      settle();
-      return records_->settled.load(std::memory_order_acquire) >= record - kSlots;
-    });
+  const auto self = static_cast<std::uint64_t>(getpid());
+  for (;;) {
+    std::uint64_t taken = records_->taken.load(std::memory_order_acquire);
+    const std::uint64_t record = taken + 1;
+    // The slot's last record must be settled before this one takes it over.
+    if (record > kSlots && records_->settled.load(std::memory_order_acquire) < record - kSlots) {
+      backend::poll_until([&] {
+        settle();
+        return records_->settled.load(std::memory_order_acquire) >= record - kSlots ||
+               records_->taken.load(std::memory_order_acquire) != taken;
+      });
+      continue;
+    }
+    // The slot is claimed for the record first, and only its claimant moves `taken` on to it. A
+    // claim of this record or a later one is another's: where this record's claimant is gone before
+    // it took the number, the number is taken for it (and counts as reached, being abandoned).
+    Slot& slot = slot_of(record);
+    std::uint64_t previous = slot.claim.load(std::memory_order_acquire);
+    if (claimed_record(previous) >= record) {
+      if (claimed_record(previous) == record && process_gone(claiming_process(previous))) {
+        records_->taken.compare_exchange_strong(taken, record, std::memory_order_acq_rel);
+      } else {
+        std::this_thread::yield();
+      }
+      continue;
+    }
+    if (!slot.claim.compare_exchange_strong(previous, claim_of(record, self), std::memory_order_acq_rel)) continue;
+    records_->taken.compare_exchange_strong(taken, record, std::memory_order_acq_rel);
+    return record;
   }
-  Slot& slot = slot_of(record);
-  slot.process.store(getpid(), std::memory_order_relaxed);
-  slot.owner.store(record, std::memory_order_release);
-  return record;
 }
 
 void SharedEventState::reach(std::uint64_t record) noexcept {
@@ -177,8 +196,8 @@ void SharedEventState::settle() const {
     const Slot& slot = slot_of(next);
     const bool reached = slot.done.load(std::memory_order_acquire) == next;
     // A slot not yet taken over by `next` belongs to a record still being made: it is not abandoned.
-    const bool abandoned = !reached && slot.owner.load(std::memory_order_acquire) == next &&
-                           process_gone(slot.process.load(std::memory_order_relaxed));
+    const std::uint64_t claim = slot.claim.load(std::memory_order_acquire);
+    const bool abandoned = !reached && claimed_record(claim) == next && process_gone(claiming_process(claim));
     if (!reached && !abandoned) return;
     // Another process or thread may move it on meanwhile: then start again from where it got to.
     records_->settled.compare_exchange_weak(settled, next, std::memory_order_acq_rel);

@@ -107,17 +107,29 @@ class SharedEventState {
 
  private:
   struct Slot {
-    std::atomic<std::uint64_t> owner;  // the record that took the slot last
+    // The record that took the slot last and its process's pid, in one word (claim_of): a record is
+    // claimed before its number is taken, so a process that dies at any point leaves a record that
+    // names it, which counts as reached once it is gone.
+    std::atomic<std::uint64_t> claim;
     std::atomic<std::uint64_t> done;  // the record reached in it last
-    std::atomic<std::int64_t> process;  // the pid that took it
   };
   struct Records {
     std::atomic<std::uint64_t> taken;
     std::atomic<std::uint64_t> settled;
     std::array<Slot, kSlots> slots;
   };
-  static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
-                "shared between processes");
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared between processes");
+  // A pid takes at most 22 bits (Linux's PID_MAX_LIMIT); the record number the other 42.
+  static constexpr unsigned kPidBits = 22;
+  [[nodiscard]] static constexpr std::uint64_t claim_of(std::uint64_t record, std::uint64_t pid) noexcept {
+    return (record << kPidBits) | pid;
+  }
+  [[nodiscard]] static constexpr std::uint64_t claimed_record(std::uint64_t claim) noexcept {
+    return claim >> kPidBits;
+  }
+  [[nodiscard]] static constexpr std::int64_t claiming_process(std::uint64_t claim) noexcept {
+    return static_cast<std::int64_t>(claim & ((std::uint64_t{1} << kPidBits) - 1));
+  }
 
   [[nodiscard]] Slot& slot_of(std::uint64_t record) const noexcept { return records_->slots[record % kSlots]; }
   // Reached, without asking whether its process lives.
