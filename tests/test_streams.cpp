@@ -2132,6 +2132,46 @@ struct LateStreamQuery {
 thread_local LateStreamQuery late_query;
 }  // namespace
 
+namespace {
+// An application's thread_local, made before the runtime's state of its thread (so destroyed after
+// it), whose destructor synchronizes and destroys the stream it was given.
+struct StreamEndedLate {
+  hipStream_t stream = nullptr;
+  hipError_t* synchronized = nullptr;
+  hipError_t* destroyed = nullptr;
+  ~StreamEndedLate() {
+    if (stream == nullptr) return;
+    *synchronized = hipStreamSynchronize(stream);
+    *destroyed = hipStreamDestroy(stream);
+  }
+};
+thread_local StreamEndedLate ended_late;
+}  // namespace
+
+TEST_CASE("a stream a thread_local's destructor synchronizes and destroys at thread exit ends, worker and all") {
+  LeakCheck leaks;
+  std::thread([] { (void)hipStreamQuery(nullptr); }).join();
+  REQUIRE(hipDeviceSynchronize() == hipSuccess);
+  const std::size_t before = quiet_thread_count();
+  constexpr int kThreads = 20;
+  std::vector<hipError_t> results(2 * kThreads, hipErrorUnknown);
+  std::vector<hipError_t> created(kThreads, hipErrorUnknown);
+  for (int index = 0; index < kThreads; ++index) {
+    std::thread([&, index] {
+      ended_late.stream = nullptr;  // the application's thread_local is made first
+      hipStream_t stream = nullptr;
+      created[index] = hipStreamCreate(&stream);
+      (void)hipStreamSynchronize(stream);  // then the runtime's state of the thread
+      ended_late.synchronized = &results[2 * index];
+      ended_late.destroyed = &results[2 * index + 1];
+      ended_late.stream = stream;
+    }).join();
+  }
+  for (const hipError_t result : created) CHECK(result == hipSuccess);
+  for (const hipError_t result : results) CHECK(result == hipSuccess);
+  CHECK(settled_thread_count(before) == before);
+}
+
 TEST_CASE("the per-thread stream named after the thread's runtime state went is no stream, and none is made" *
           doctest::test_suite("devices-2")) {
   LeakCheck leaks;

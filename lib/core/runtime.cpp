@@ -428,6 +428,7 @@ hipError_t Runtime::allocate_async(void** ptr, std::size_t size, hipMemPool_t po
   if (!target) return hipErrorInvalidHandle;
   PoolGrant grant;
   for (;;) {
+    grant = PoolGrant{};  // nothing of a grant handed back below carries over to the next pool's
     std::shared_ptr<MemoryPool> source;
     if (pool == nullptr) {
       if (const hipError_t error = pools_.allocation_pool(target->traits().device, &source); error != hipSuccess) {

@@ -65,9 +65,26 @@ struct ThreadState {
 
 const std::shared_ptr<Stream> no_stream;
 
-// Slots for late calls (StreamRegistry::resolve_late), in storage that is never destroyed: one per
-// thread that calls in that late, which is the exiting thread and rarely another.
-std::shared_ptr<Stream>& late_slot() {
+// Where a late call (StreamRegistry::resolve_late) keeps the stream it resolved. A thread_local
+// made during the thread's own destruction of its thread_locals (an application's destructor
+// calling in) is destroyed after them all, as glibc runs destructors registered meanwhile too: so
+// the stream is let go when the thread ends, and a stream that call destroyed does end. On the
+// exiting main thread (atexit handlers, static destructors) nothing more is destroyed, which the
+// process's end makes moot. A late call made after even that slot went keeps its stream in storage
+// that is never destroyed, one slot per such thread.
+thread_local bool late_holder_gone = false;  // trivially destructible: readable throughout
+
+struct LateHolder {
+  LateHolder() = default;
+  LateHolder(const LateHolder&) = delete;
+  LateHolder& operator=(const LateHolder&) = delete;
+  LateHolder(LateHolder&&) = delete;
+  LateHolder& operator=(LateHolder&&) = delete;
+  ~LateHolder() { late_holder_gone = true; }
+  std::shared_ptr<Stream> stream;
+};
+
+std::shared_ptr<Stream>& last_resort_slot() {
   struct LateSlots {
     std::mutex mutex;
     std::forward_list<std::shared_ptr<Stream>> slots;
@@ -81,6 +98,13 @@ std::shared_ptr<Stream>& late_slot() {
   }
   return *mine;
 }
+
+std::shared_ptr<Stream>& late_slot() {
+  if (late_holder_gone) return last_resort_slot();
+  thread_local LateHolder holder;
+  return holder.stream;
+}
+
 std::atomic<std::uint64_t> registries_made{0};
 // Initial-exec: read on every call, and the runtime is linked, not opened late with dlopen.
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState thread_state;
@@ -221,9 +245,8 @@ std::shared_ptr<Stream> StreamRegistry::look_up(hipStream_t stream, int current_
 // A call made after this thread's state went: on the exiting thread, an atexit handler or a static
 // destructor (glibc destroys that thread's thread_locals first), or a thread_local of the
 // application's destroyed later. Explicit streams and the null stream are still found; the
-// per-thread streams went with the state. The stream is kept in a slot of the thread's own that is
-// never destroyed (the thread's last late call's stays there: it only delays the end of a stream
-// that nobody can name any more).
+// per-thread streams went with the state. The stream is kept in a slot of the thread's own (see
+// late_slot) until the thread's next late call or its end.
 const std::shared_ptr<Stream>& StreamRegistry::resolve_late(hipStream_t stream, int current_device) {
   if (stream == hipStreamPerThread) return no_stream;  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast): HIP's C macro
   std::shared_ptr<Stream> found = look_up(stream, current_device);
