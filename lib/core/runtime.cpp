@@ -140,11 +140,11 @@ hipError_t Runtime::allocate(void** ptr, std::size_t size) {
 }
 
 bool Runtime::device_wait_reaches_running_work(int device) const {
-  return RunningStreamWork::would_wait_for_itself(device) || streams_.waits_for_running_work(device, false);
+  return streams_.waits_for_running_work(device, false);
 }
 
 bool Runtime::null_stream_wait_reaches_running_work(int device) const {
-  return RunningStreamWork::null_stream_would_wait_for_it(device) || streams_.waits_for_running_work(device, true);
+  return streams_.waits_for_running_work(device, true);
 }
 
 hipError_t Runtime::finish_device_work(int device) {

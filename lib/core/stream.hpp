@@ -78,21 +78,9 @@ class RunningStreamWork {
   RunningStreamWork& operator=(RunningStreamWork&&) = delete;
   ~RunningStreamWork();
 
-  // The stream work the calling thread runs, if it runs any.
+  // The stream work the calling thread runs, if it runs any (StreamRegistry::waits_for_running_work
+  // asks whether a wait would reach it).
   [[nodiscard]] static std::optional<StreamWorkSource> current() noexcept;
-  // Whether the calling thread runs work of a stream of `device`: what waits for every stream of the
-  // device (a device synchronize, hipFree) would wait for itself there, and is refused instead
-  // (hipErrorIllegalState; CUDA forbids runtime calls from callbacks altogether).
-  [[nodiscard]] static bool would_wait_for_itself(int device) noexcept {
-    const std::optional<StreamWorkSource> running = current();
-    return running && running->device == device;
-  }
-  // Likewise for what waits on `device`'s null stream (a synchronous copy or fill), which waits for
-  // the device's blocking streams and for itself.
-  [[nodiscard]] static bool null_stream_would_wait_for_it(int device) noexcept {
-    const std::optional<StreamWorkSource> running = current();
-    return running && running->device == device && running->waited_for_by_null_stream;
-  }
 
  private:
   StreamWorkSource was_source_;

@@ -220,7 +220,11 @@ const std::shared_ptr<Stream>& StreamRegistry::resolve(hipStream_t stream, int c
 
 bool StreamRegistry::waits_for_running_work(int device, bool null_stream_order) const {
   const std::optional<StreamWorkSource> running = RunningStreamWork::current();
-  if (!running || running->point == 0) return false;
+  if (!running) return false;
+  // Its own stream is one such: every stream of its device counts, and for the null stream's order
+  // the null stream and the blocking streams do (CUDA forbids runtime calls from callbacks anyway).
+  if (running->device == device && (!null_stream_order || running->waited_for_by_null_stream)) return true;
+  if (running->point == 0) return false;
   const auto waits = [&](const Stream& stream) {
     return stream.traits().device == device && (!null_stream_order || stream.traits().is_null || stream.blocking()) &&
            stream.known_point(running->stream) >= running->point;

@@ -31,10 +31,11 @@ class StreamRegistry {
   // is to this thread's cache: good until the thread's next resolve, so a caller that resolves again
   // meanwhile (or keeps the stream) takes a copy.
   [[nodiscard]] const std::shared_ptr<Stream>& resolve(hipStream_t stream, int current_device);
-  // Whether a stream of `device` (with `null_stream_order`, only the null stream and the blocking
-  // streams, which synchronous work on the null stream waits for) has queued a wait, for an event or
-  // in null-stream order, for the stream work the calling thread runs or a later point of its
-  // stream: waiting for that stream from there would wait for the calling thread itself.
+  // Whether waiting, from stream work the calling thread runs, for the streams of `device` (with
+  // `null_stream_order`, only the null stream and the blocking streams, which synchronous work on the
+  // null stream waits for) would wait for that work itself: it runs on one of them, or one of them
+  // has queued a wait, for an event or in null-stream order, for that work or a later point of its
+  // stream.
   [[nodiscard]] bool waits_for_running_work(int device, bool null_stream_order) const;
 
   // Work offered by the application's calls: each first waits for room on the stream, holding no
