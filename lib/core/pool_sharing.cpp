@@ -228,8 +228,7 @@ std::optional<hipError_t> PoolSharing::free_imported(std::uintptr_t address, con
   }
   // Like hipFree of pool memory: queued work that may still use it finishes first, on its device
   // and on the calling thread's.
-  (void)runtime_.streams().synchronize_device(freed.pool->device());
-  runtime_.finish_calling_device_streams(freed.pool->device());
+  runtime_.finish_streams_before_pool_free(freed.pool->device());
   freed.pool->release(freed.offset, freed.size);
   return hipSuccess;
 }

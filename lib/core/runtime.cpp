@@ -154,6 +154,11 @@ hipError_t Runtime::finish_device_work(int device) {
   return backend_->synchronize(device);
 }
 
+void Runtime::finish_streams_before_pool_free(int device) {
+  (void)streams_.synchronize_device(device);
+  finish_calling_device_streams(device);
+}
+
 void Runtime::finish_calling_device_streams(int device) {
   const int current = current_device();
   if (current != device && valid_device(current) && !device_wait_reaches_running_work(current)) {
@@ -167,8 +172,7 @@ hipError_t Runtime::deallocate(void* ptr) {
     // hipFree of a stream-ordered allocation waits for the device, then frees at once. A stream of
     // the calling thread's device may use it too (a pool may serve another device's streams).
     if (device_wait_reaches_running_work(pool->device())) return hipErrorIllegalState;
-    (void)streams_.synchronize_device(pool->device());
-    finish_calling_device_streams(pool->device());
+    finish_streams_before_pool_free(pool->device());
     if (!pool->free(reinterpret_cast<std::uintptr_t>(ptr), nullptr)) return hipErrorInvalidValue;
     pools_.forget_if_drained(pool);
     return hipSuccess;

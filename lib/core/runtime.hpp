@@ -99,10 +99,9 @@ class alignas(64) Runtime {
   // Plain memory and data movement.
   [[nodiscard]] hipError_t allocate(void** ptr, std::size_t size);
   [[nodiscard]] hipError_t deallocate(void* ptr);
-  // Waits for the streams of the calling thread's current device, where that is not `device` (the
-  // device whose memory a hipFree lets go) and the thread does not run such work itself: they may
-  // reach the memory as a peer.
-  void finish_calling_device_streams(int device);
+  // What hipFree of pool memory waits for before the memory goes: the streams of `device`, the
+  // pool's, and those of the calling thread's device, which may reach it as a peer.
+  void finish_streams_before_pool_free(int device);
   // Whether, from stream work the calling thread runs (a callback), waiting for every stream of
   // `device` (a device synchronize, hipFree), or for `device`'s null stream (a synchronous copy or
   // fill), would wait for that work itself: through its own stream, or through another stream that
@@ -225,6 +224,9 @@ class alignas(64) Runtime {
   // Waits for the work queued on `device` (its streams', then the backend's), as hipFree does before
   // it lets memory go; refused (hipErrorIllegalState) on a thread that runs such work itself.
   [[nodiscard]] hipError_t finish_device_work(int device);
+  // Waits for the streams of the calling thread's current device too, where that is not `device`
+  // (the device whose memory hipFree lets go) and the thread does not run such work itself.
+  void finish_calling_device_streams(int device);
   [[nodiscard]] MemoryOwner owner_of_locked(const void* address) const;
   [[nodiscard]] CopyOwners owners_of_locked(void* dst, const void* src) const;
   [[nodiscard]] hipError_t copy_now(void* dst, const void* src, std::size_t bytes, int device, CopyOwners owners) const;
