@@ -144,15 +144,11 @@ hipError_t Stream::submit_held_back_locked(const QueueWork& on_queue, std::uint6
     return hipErrorNotSupported;  // not queued: the host form runs in its place, on this thread
   }
   if (queued != hipSuccess) return queued;
-  device_tail_ = sequence;
-  // On the queue now, so it is not run again in its host form, whatever the mark does. A mark
-  // that could not be queued leaves marked_ behind, and the next wait marks again.
+  // On the queue now, so it is not run again in its host form, whatever the mark does: a failed
+  // mark is the stream's failure, and one that could not be queued leaves marked_ behind, so that
+  // the next wait marks again.
   try {
-    if (const hipError_t marked = queue_->mark(sequence); marked == hipSuccess) {
-      marked_ = sequence;
-    } else {
-      note_failure(marked, sequence);
-    }
+    note_failure(mark_submitted_locked(sequence), sequence);
   } catch (const std::bad_alloc&) {
   }
   return hipSuccess;
